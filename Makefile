@@ -1,0 +1,24 @@
+# stream_seq: gap-safe stream tables for PostgreSQL
+
+EXTENSION    = stream_seq
+MODULE_big   = stream_seq
+OBJS         = src/stream_seq.o src/shmem.o src/catalog.o src/horizon.o src/assign.o
+DATA         = $(wildcard sql/$(EXTENSION)--*.sql)
+PGFILEDESC   = "stream_seq - gap-safe stream tables"
+
+REGRESS        = $(basename $(notdir $(wildcard test/sql/*.sql)))
+ISOLATION      = $(basename $(notdir $(wildcard test/specs/*.spec)))
+REGRESS_OPTS   = --inputdir=test
+ISOLATION_OPTS = --inputdir=test --outputdir=output_iso --load-extension=$(EXTENSION)
+TAP_TESTS      = 1
+PROVE_TESTS    = test/t/*.pl
+ifndef TEST_EXISTING_SERVER
+REGRESS_OPTS   += --temp-instance=./tmp_check --temp-config=test/$(EXTENSION).conf
+ISOLATION_OPTS += --temp-instance=./tmp_check_iso --temp-config=test/$(EXTENSION).conf
+endif
+
+EXTRA_CLEAN = output_iso tmp_check tmp_check_iso
+
+PG_CONFIG ?= pg_config
+PGXS := $(shell $(PG_CONFIG) --pgxs)
+include $(PGXS)

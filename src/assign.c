@@ -1,0 +1,557 @@
+/*-------------------------------------------------------------------------
+ *
+ * assign.c
+ *	  Assignment of stream numbers at commit: the triggers enable() puts on
+ *	  a stream table, the transaction's per-stream state, and the
+ *	  transaction callbacks that record each transaction's outcome.
+ *
+ * Two triggers per stream table:
+ *	- stream_seq_guard, BEFORE INSERT and BEFORE UPDATE OF the column,
+ *	  refuses a number written by hand and counts inserted rows;
+ *	- stream_seq_assign, a deferred constraint trigger AFTER INSERT, fires
+ *	  in the commit's deferred-trigger loop.  The first firing for a stream
+ *	  reserves as many numbers as rows were counted (the entry is appended
+ *	  in the same step), each firing writes one number into the live
+ *	  version of its row, and before commit the unused tail of the
+ *	  reservation is given back.
+ *
+ * The row is rewritten with table_tuple_update and index insertion only:
+ * no SPI, no user triggers, no executor per row.
+ *
+ *-------------------------------------------------------------------------
+ */
+#include "postgres.h"
+
+#include "access/heapam.h"
+#include "access/htup_details.h"
+#include "access/table.h"
+#include "access/tableam.h"
+#include "access/xact.h"
+#include "access/xlog.h"
+#include "commands/trigger.h"
+#include "executor/executor.h"
+#include "fmgr.h"
+#include "miscadmin.h"
+#include "utils/builtins.h"
+#include "utils/acl.h"
+#include "utils/hsearch.h"
+#include "utils/inval.h"
+#include "utils/lsyscache.h"
+#include "utils/memutils.h"
+#include "utils/rel.h"
+#include "utils/snapmgr.h"
+
+#include "stream_seq.h"
+
+PG_FUNCTION_INFO_V1(stream_seq_guard_trigger);
+PG_FUNCTION_INFO_V1(stream_seq_assign_trigger);
+PG_FUNCTION_INFO_V1(stream_seq_register);
+PG_FUNCTION_INFO_V1(stream_seq_unregister);
+PG_FUNCTION_INFO_V1(stream_seq_check_preloaded);
+
+/*
+ * What the current transaction does on one stream.
+ */
+typedef struct XactStream
+{
+	Oid			relid;			/* hash key */
+	StreamRef  *ref;
+	int			slotno;			/* where the entry lives, for callbacks */
+	uint32		generation;
+	int64		inserted;		/* rows counted by the guard trigger */
+	int64		numbered;		/* numbers written so far */
+	bool		has_entry;		/* our entry is in the shared list */
+	int64		cur_next;		/* current reserved range [cur_next, cur_end) */
+	int64		cur_end;
+
+	/* executor state for the commit-time writes, made on first use */
+	int			writer_level;	/* nesting level that made it */
+	EState	   *estate;
+	ResultRelInfo *rri;
+	TupleTableSlot *newslot;
+	TupleTableSlot *fetchslot;
+} XactStream;
+
+/* Per-transaction state, in TopTransactionContext; NULL when idle. */
+static HTAB *xact_streams = NULL;
+
+/* Streams disabled by this transaction: slots to free if it commits. */
+static List *released_streams = NIL;
+
+/*
+ * Whether this transaction computed a horizon: then it keeps its whole
+ * reservation (stream_shrink), since it may have seen the counter above
+ * what it used while skipping its own entry.
+ */
+bool		stream_xact_computed_horizon = false;
+
+/*
+ * xact_stream_get
+ *		The transaction's state for a stream, created on first use.
+ */
+static XactStream *
+xact_stream_get(StreamRef *ref)
+{
+	XactStream *xs;
+	bool		found;
+
+	if (xact_streams == NULL)
+	{
+		HASHCTL		ctl;
+
+		ctl.keysize = sizeof(Oid);
+		ctl.entrysize = sizeof(XactStream);
+		ctl.hcxt = TopTransactionContext;
+		xact_streams = hash_create("stream_seq transaction", 8, &ctl,
+								   HASH_ELEM | HASH_BLOBS | HASH_CONTEXT);
+	}
+	xs = hash_search(xact_streams, &ref->relid, HASH_ENTER, &found);
+	if (!found)
+	{
+		memset(((char *) xs) + sizeof(Oid), 0, sizeof(XactStream) - sizeof(Oid));
+		xs->writer_level = -1;
+	}
+	xs->ref = ref;
+	return xs;
+}
+
+/*
+ * column_name
+ *		Name of the stream column, for messages.
+ */
+static char *
+column_name(StreamRef *ref)
+{
+	return get_attname(ref->relid, ref->seq_attnum, false);
+}
+
+/*
+ * stream_seq_guard_trigger
+ *		BEFORE INSERT / BEFORE UPDATE OF column: the number is written only
+ *		by stream_seq.  Counts inserted rows so that the commit-time
+ *		reservation is made in one step.
+ */
+Datum
+stream_seq_guard_trigger(PG_FUNCTION_ARGS)
+{
+	TriggerData *trigdata = (TriggerData *) fcinfo->context;
+	Relation	rel;
+	StreamRef  *ref;
+
+	if (!CALLED_AS_TRIGGER(fcinfo) ||
+		!TRIGGER_FIRED_BEFORE(trigdata->tg_event) ||
+		!TRIGGER_FIRED_FOR_ROW(trigdata->tg_event))
+		ereport(ERROR,
+				(errcode(ERRCODE_E_R_I_E_TRIGGER_PROTOCOL_VIOLATED),
+				 errmsg("stream_seq.guard_trigger() must be fired BEFORE ... FOR EACH ROW")));
+
+	rel = trigdata->tg_relation;
+	ref = stream_lookup(RelationGetRelid(rel), false);
+
+	if (TRIGGER_FIRED_BY_UPDATE(trigdata->tg_event))
+		ereport(ERROR,
+				(errcode(ERRCODE_GENERATED_ALWAYS),
+				 errmsg("column \"%s\" of stream table \"%s\" cannot be updated",
+						column_name(ref), RelationGetRelationName(rel)),
+				 errdetail("Stream numbers are assigned by stream_seq when the inserting transaction commits.")));
+
+	if (!TRIGGER_FIRED_BY_INSERT(trigdata->tg_event))
+		ereport(ERROR,
+				(errcode(ERRCODE_E_R_I_E_TRIGGER_PROTOCOL_VIOLATED),
+				 errmsg("stream_seq.guard_trigger() must be fired for INSERT or UPDATE")));
+
+	if (!heap_attisnull(trigdata->tg_trigtuple, ref->seq_attnum,
+						RelationGetDescr(rel)))
+		ereport(ERROR,
+				(errcode(ERRCODE_GENERATED_ALWAYS),
+				 errmsg("cannot insert a non-null value into column \"%s\" of stream table \"%s\"",
+						column_name(ref), RelationGetRelationName(rel)),
+				 errdetail("Stream numbers are assigned by stream_seq when the inserting transaction commits.")));
+
+	xact_stream_get(ref)->inserted++;
+	return PointerGetDatum(trigdata->tg_trigtuple);
+}
+
+/*
+ * take_number
+ *		The next number for a row of this transaction, reserving more when
+ *		the current range is used up.  The first reservation asks for all
+ *		rows the guard counted; rows deleted or rolled back since make the
+ *		estimate high, and the tail is given back before commit.
+ */
+static int64
+take_number(XactStream *xs, Relation rel)
+{
+	if (xs->cur_next >= xs->cur_end)
+	{
+		int64		want = Max(xs->inserted - xs->numbered, 1);
+		int64		lo;
+		int64		n;
+
+		n = stream_reserve(xs->ref, rel, want, xs->has_entry, &lo);
+		xs->has_entry = true;
+		xs->slotno = xs->ref->slotno;
+		xs->generation = xs->ref->generation;
+		xs->cur_next = lo;
+		xs->cur_end = lo + n;
+	}
+	xs->numbered++;
+	return xs->cur_next++;
+}
+
+/*
+ * open_writer
+ *		Executor state for writing numbers into rows, made once per
+ *		transaction and stream and closed in the pre-commit callback.
+ */
+static void
+open_writer(XactStream *xs, Relation trigrel)
+{
+	MemoryContext oldcxt = MemoryContextSwitchTo(TopTransactionContext);
+	Relation	rel = table_open(RelationGetRelid(trigrel), RowExclusiveLock);
+
+	xs->estate = CreateExecutorState();
+	xs->estate->es_output_cid = GetCurrentCommandId(true);
+	xs->rri = makeNode(ResultRelInfo);
+	InitResultRelInfo(xs->rri, rel, 0, NULL, 0);
+	ExecOpenIndices(xs->rri, false);
+	xs->newslot = MakeSingleTupleTableSlot(RelationGetDescr(rel),
+										   &TTSOpsVirtual);
+	xs->fetchslot = table_slot_create(rel, NULL);
+	xs->writer_level = GetCurrentTransactionNestLevel();
+	MemoryContextSwitchTo(oldcxt);
+}
+
+/*
+ * close_writer
+ *		Release the executor state of open_writer.
+ */
+static void
+close_writer(XactStream *xs)
+{
+	if (xs->estate == NULL)
+		return;
+	ExecDropSingleTupleTableSlot(xs->newslot);
+	ExecDropSingleTupleTableSlot(xs->fetchslot);
+	ExecCloseIndices(xs->rri);
+	table_close(xs->rri->ri_RelationDesc, NoLock);
+	FreeExecutorState(xs->estate);
+	xs->estate = NULL;
+	xs->writer_level = -1;
+}
+
+/*
+ * live_version
+ *		The version of the inserted row that is live now, following updates
+ *		made later in the transaction; NULL if the row was deleted or its
+ *		subtransaction rolled back.
+ */
+static TupleTableSlot *
+live_version(XactStream *xs, Relation rel, TupleTableSlot *inserted,
+			 ItemPointer tid)
+{
+	TableScanDesc scan;
+
+	if (table_tuple_satisfies_snapshot(rel, inserted, SnapshotSelf))
+		return inserted;
+
+	scan = table_beginscan_tid(rel, SnapshotSelf);
+	table_tuple_get_latest_tid(scan, tid);
+	table_endscan(scan);
+	if (!table_tuple_fetch_row_version(rel, tid, SnapshotSelf, xs->fetchslot))
+		return NULL;
+	return xs->fetchslot;
+}
+
+/*
+ * stream_seq_assign_trigger
+ *		Deferred AFTER INSERT constraint trigger: write the row's number.
+ *		Runs in the commit's deferred-trigger loop (or at statement end
+ *		under SET CONSTRAINTS ... IMMEDIATE).
+ */
+Datum
+stream_seq_assign_trigger(PG_FUNCTION_ARGS)
+{
+	TriggerData *trigdata = (TriggerData *) fcinfo->context;
+	Relation	rel;
+	StreamRef  *ref;
+	XactStream *xs;
+	TupleTableSlot *row;
+	ItemPointerData tid;
+	HeapTuple	htup;
+	bool		update_indexes;
+	AttrNumber	att;
+	List	   *recheck;
+
+	if (!CALLED_AS_TRIGGER(fcinfo) ||
+		!TRIGGER_FIRED_AFTER(trigdata->tg_event) ||
+		!TRIGGER_FIRED_FOR_ROW(trigdata->tg_event) ||
+		!TRIGGER_FIRED_BY_INSERT(trigdata->tg_event))
+		ereport(ERROR,
+				(errcode(ERRCODE_E_R_I_E_TRIGGER_PROTOCOL_VIOLATED),
+				 errmsg("stream_seq.assign_trigger() must be fired AFTER INSERT ... FOR EACH ROW")));
+
+	rel = trigdata->tg_relation;
+	ref = stream_lookup(RelationGetRelid(rel), false);
+	xs = xact_stream_get(ref);
+	if (xs->estate == NULL)
+		open_writer(xs, rel);
+
+	tid = trigdata->tg_trigtuple->t_self;
+	row = live_version(xs, rel, trigdata->tg_trigslot, &tid);
+	if (row == NULL)
+		return PointerGetDatum(NULL);
+
+	att = ref->seq_attnum;
+	slot_getallattrs(row);
+	if (!row->tts_isnull[att - 1])
+		ereport(ERROR,
+				(errcode(ERRCODE_GENERATED_ALWAYS),
+				 errmsg("column \"%s\" of stream table \"%s\" was set by hand",
+						column_name(ref), RelationGetRelationName(rel)),
+				 errdetail("Stream numbers are assigned by stream_seq when the inserting transaction commits.")));
+
+	/* the row must be visible to our update: it may be from this command */
+	htup = ExecFetchSlotHeapTuple(row, false, NULL);
+	if (HeapTupleHeaderGetCmin(htup->t_data) >= GetCurrentCommandId(false))
+		CommandCounterIncrement();
+
+	ExecClearTuple(xs->newslot);
+	memcpy(xs->newslot->tts_values, row->tts_values,
+		   sizeof(Datum) * row->tts_nvalid);
+	memcpy(xs->newslot->tts_isnull, row->tts_isnull,
+		   sizeof(bool) * row->tts_nvalid);
+	xs->newslot->tts_values[att - 1] = Int64GetDatum(take_number(xs, rel));
+	xs->newslot->tts_isnull[att - 1] = false;
+	ExecStoreVirtualTuple(xs->newslot);
+
+	simple_table_tuple_update(rel, &tid, xs->newslot, GetActiveSnapshot(),
+							  &update_indexes);
+	if (update_indexes && xs->rri->ri_NumIndices > 0)
+	{
+		recheck = ExecInsertIndexTuples(xs->rri, xs->newslot, xs->estate,
+										false, false, NULL, NIL);
+		if (recheck != NIL)
+			ereport(ERROR,
+					(errcode(ERRCODE_FEATURE_NOT_SUPPORTED),
+					 errmsg("stream table \"%s\" has a deferrable unique constraint",
+							RelationGetRelationName(rel)),
+					 errdetail("Deferrable unique constraints cannot be checked for the rows stream_seq numbers at commit.")));
+	}
+	ResetPerTupleExprContext(xs->estate);
+
+	return PointerGetDatum(NULL);
+}
+
+/*
+ * finish_xact
+ *		Record the transaction's outcome in every stream it holds numbers
+ *		on, and forget its state.  Called from commit and abort callbacks:
+ *		must not fail.
+ */
+static void
+finish_xact(bool committed)
+{
+	if (xact_streams != NULL)
+	{
+		HASH_SEQ_STATUS status;
+		XactStream *xs;
+		TransactionId xid = GetTopTransactionIdIfAny();
+
+		hash_seq_init(&status, xact_streams);
+		while ((xs = hash_seq_search(&status)) != NULL)
+		{
+			if (xs->has_entry)
+				stream_finish_entry(xs->slotno, xs->generation, xid,
+									committed,
+									committed ? XactLastCommitEnd : InvalidXLogRecPtr);
+		}
+	}
+	xact_streams = NULL;
+	released_streams = NIL;
+	stream_xact_computed_horizon = false;
+	stream_horizon_reset_cache();
+}
+
+/*
+ * stream_xact_callback
+ *		Before commit: give back unused reservations and close the writers.
+ *		At commit or abort: record the outcome.  Before PREPARE: refuse, as
+ *		a prepared transaction could commit after a restart, in another
+ *		backend, with no callback to record it.
+ */
+static void
+stream_xact_callback(XactEvent event, void *arg)
+{
+	HASH_SEQ_STATUS status;
+	XactStream *xs;
+
+	switch (event)
+	{
+		case XACT_EVENT_PRE_COMMIT:
+			if (xact_streams == NULL)
+				break;
+			hash_seq_init(&status, xact_streams);
+			while ((xs = hash_seq_search(&status)) != NULL)
+			{
+				if (xs->has_entry && xs->cur_next < xs->cur_end &&
+					!stream_xact_computed_horizon)
+					stream_shrink(xs->ref, xs->cur_next, xs->cur_end);
+				close_writer(xs);
+			}
+			break;
+
+		case XACT_EVENT_PRE_PREPARE:
+			if (xact_streams == NULL)
+				break;
+			hash_seq_init(&status, xact_streams);
+			while ((xs = hash_seq_search(&status)) != NULL)
+			{
+				if (xs->inserted > 0 || xs->has_entry)
+				{
+					hash_seq_term(&status);
+					ereport(ERROR,
+							(errcode(ERRCODE_FEATURE_NOT_SUPPORTED),
+							 errmsg("cannot PREPARE a transaction that has written to stream table \"%s\"",
+									get_rel_name(xs->relid)),
+							 errdetail("Stream numbers are assigned at commit, which a prepared transaction would do later without stream_seq.")));
+				}
+			}
+			break;
+
+		case XACT_EVENT_COMMIT:
+			{
+				ListCell   *lc;
+
+				foreach(lc, released_streams)
+					stream_slot_release(MyDatabaseId, lfirst_oid(lc));
+				finish_xact(true);
+			}
+			break;
+
+		case XACT_EVENT_ABORT:
+		case XACT_EVENT_PREPARE:
+			finish_xact(false);
+			break;
+
+		default:
+			break;
+	}
+}
+
+/*
+ * stream_subxact_callback
+ *		When a subtransaction aborts, executor state it created is gone
+ *		with its resource owner; forget it.  Numbers it wrote are lost with
+ *		its rows (a gap); rows of outer levels whose numbering it undid are
+ *		numbered again.
+ */
+static void
+stream_subxact_callback(SubXactEvent event, SubTransactionId mySubid,
+						SubTransactionId parentSubid, void *arg)
+{
+	HASH_SEQ_STATUS status;
+	XactStream *xs;
+
+	if (event != SUBXACT_EVENT_ABORT_SUB || xact_streams == NULL)
+		return;
+	hash_seq_init(&status, xact_streams);
+	while ((xs = hash_seq_search(&status)) != NULL)
+	{
+		if (xs->estate != NULL &&
+			xs->writer_level >= GetCurrentTransactionNestLevel())
+		{
+			xs->estate = NULL;
+			xs->writer_level = -1;
+		}
+	}
+}
+
+/*
+ * stream_assign_init
+ *		Register the callbacks (from _PG_init).
+ */
+void
+stream_assign_init(void)
+{
+	RegisterXactCallback(stream_xact_callback, NULL);
+	RegisterSubXactCallback(stream_subxact_callback, NULL);
+}
+
+/*
+ * stream_seq_check_preloaded
+ *		SQL: _check_preloaded(), the documented error when the library is not
+ *		in shared_preload_libraries.
+ */
+Datum
+stream_seq_check_preloaded(PG_FUNCTION_ARGS)
+{
+	stream_check_preloaded();
+	PG_RETURN_VOID();
+}
+
+/*
+ * stream_seq_register
+ *		SQL: _register(stream, seq_column, head_seq, lowest), the last step
+ *		of enable(): writes the catalog row, attaches the stream's
+ *		slot with a fresh counter and records enable()'s own transaction as
+ *		holding numbers from "lowest": the rows it numbered, and rows that
+ *		were in the table before, are invisible to snapshots taken before
+ *		it commits, so those snapshots must get a horizon at or below them.
+ */
+Datum
+stream_seq_register(PG_FUNCTION_ARGS)
+{
+	Oid			relid = PG_GETARG_OID(0);
+	Name		column = PG_GETARG_NAME(1);
+	Oid			head_seq = PG_GETARG_OID(2);
+	int64		lowest = PG_GETARG_INT64(3);
+	StreamRef  *ref;
+	StreamSlot *slot;
+	XactStream *xs;
+
+	if (!pg_class_ownercheck(relid, GetUserId()))
+		aclcheck_error(ACLCHECK_NOT_OWNER, OBJECT_TABLE, get_rel_name(relid));
+	stream_check_preloaded();
+
+	stream_catalog_insert(relid, column, head_seq);
+	CommandCounterIncrement();
+	CacheInvalidateRelcacheByRelid(relid);
+	ref = stream_lookup(relid, false);
+
+	/* a slot left by an earlier stream on this table starts afresh */
+	slot = stream_slot_lock(ref, LW_EXCLUSIVE);
+	slot->initialized = false;
+	LWLockRelease(slot->lock);
+
+	stream_add_entry(ref, lowest);
+	xs = xact_stream_get(ref);
+	xs->has_entry = true;
+	xs->slotno = ref->slotno;
+	xs->generation = ref->generation;
+	PG_RETURN_VOID();
+}
+
+/*
+ * stream_seq_unregister
+ *		SQL: _unregister(stream regclass), the last step of disable():
+ *		removes the catalog row; the stream's slot is freed if and when the
+ *		transaction commits.
+ */
+Datum
+stream_seq_unregister(PG_FUNCTION_ARGS)
+{
+	Oid			relid = PG_GETARG_OID(0);
+	MemoryContext oldcxt;
+
+	if (!pg_class_ownercheck(relid, GetUserId()))
+		aclcheck_error(ACLCHECK_NOT_OWNER, OBJECT_TABLE, get_rel_name(relid));
+	stream_check_preloaded();
+
+	stream_catalog_delete(relid);
+	CacheInvalidateRelcacheByRelid(relid);
+	oldcxt = MemoryContextSwitchTo(TopTransactionContext);
+	released_streams = lappend_oid(released_streams, relid);
+	MemoryContextSwitchTo(oldcxt);
+	PG_RETURN_VOID();
+}

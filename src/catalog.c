@@ -1,0 +1,409 @@
+/*-------------------------------------------------------------------------
+ *
+ * catalog.c
+ *	  The stream catalog (table stream_seq.stream), the backend's cache of
+ *	  it, and the durable record of each stream's head.
+ *
+ * The head of a stream is recorded in a sequence owned by the stream's
+ * column (created by enable()), whose increment is the number of stream
+ * numbers recorded at a time.  A backend hands out numbers only below the
+ * end of a block it obtained from that sequence (invariant 2 of shmem.c),
+ * so the recorded head is WAL-logged, survives crashes, follows the
+ * primary onto streaming standbys and is restored by pg_dump, all by
+ * PostgreSQL's own machinery, and is written once per block, not per
+ * number.  After a restart the counter starts at the table's maximum + 1;
+ * the first reservation then jumps to a fresh block above everything the
+ * sequence ever recorded, which covers numbers whose rows were deleted.
+ *
+ *-------------------------------------------------------------------------
+ */
+#include "postgres.h"
+
+#include "access/genam.h"
+#include "access/htup_details.h"
+#include "access/table.h"
+#include "catalog/namespace.h"
+#include "catalog/pg_sequence.h"
+#include "catalog/pg_type.h"
+#include "commands/sequence.h"
+#include "executor/spi.h"
+#include "miscadmin.h"
+#include "storage/lmgr.h"
+#include "utils/builtins.h"
+#include "utils/fmgroids.h"
+#include "utils/hsearch.h"
+#include "utils/inval.h"
+#include "utils/lsyscache.h"
+#include "utils/memutils.h"
+#include "utils/rel.h"
+#include "utils/snapmgr.h"
+#include "utils/syscache.h"
+
+#include "stream_seq.h"
+
+/* Column numbers of stream_seq.stream. */
+#define Anum_stream_relid		1
+#define Anum_stream_seq_column	2
+#define Anum_stream_head_seq	3
+
+static HTAB *stream_cache = NULL;
+
+/*
+ * invalidate_stream_cache
+ *		Relcache invalidation callback: forget what we know of the table (or
+ *		of all tables).  Entries are marked, not removed, so that pointers
+ *		held by the current transaction stay valid.
+ */
+static void
+invalidate_stream_cache(Datum arg, Oid relid)
+{
+	HASH_SEQ_STATUS status;
+	StreamRef  *ref;
+
+	if (stream_cache == NULL)
+		return;
+	if (OidIsValid(relid))
+	{
+		ref = hash_search(stream_cache, &relid, HASH_FIND, NULL);
+		if (ref != NULL)
+			ref->valid = false;
+		return;
+	}
+	hash_seq_init(&status, stream_cache);
+	while ((ref = hash_seq_search(&status)) != NULL)
+		ref->valid = false;
+}
+
+/*
+ * stream_catalog_init
+ *		Set up the backend's cache (called from _PG_init).
+ */
+void
+stream_catalog_init(void)
+{
+	HASHCTL		ctl;
+
+	ctl.keysize = sizeof(Oid);
+	ctl.entrysize = sizeof(StreamRef);
+	ctl.hcxt = TopMemoryContext;
+	stream_cache = hash_create("stream_seq streams", 16, &ctl,
+							   HASH_ELEM | HASH_BLOBS | HASH_CONTEXT);
+	CacheRegisterRelcacheCallback(invalidate_stream_cache, (Datum) 0);
+}
+
+/*
+ * stream_catalog_relid
+ *		OID of the table stream_seq.stream.
+ */
+Oid
+stream_catalog_relid(void)
+{
+	Oid			nsp = get_namespace_oid("stream_seq", false);
+	Oid			relid = get_relname_relid("stream", nsp);
+
+	if (!OidIsValid(relid))
+		elog(ERROR, "stream_seq catalog table is missing");
+	return relid;
+}
+
+/*
+ * load_stream
+ *		Fill "ref" from the catalog row of its table; false if there is none.
+ *		Reads with a fresh catalog snapshot, not the caller's: a transaction
+ *		whose snapshot predates enable() still writes through the triggers
+ *		enable() created.
+ */
+static bool
+load_stream(StreamRef *ref)
+{
+	Relation	catalog;
+	SysScanDesc scan;
+	ScanKeyData key;
+	HeapTuple	tuple;
+	bool		found = false;
+
+	catalog = table_open(stream_catalog_relid(), AccessShareLock);
+	ScanKeyInit(&key, Anum_stream_relid, BTEqualStrategyNumber, F_OIDEQ,
+				ObjectIdGetDatum(ref->relid));
+	scan = systable_beginscan(catalog, InvalidOid, false, NULL, 1, &key);
+	tuple = systable_getnext(scan);
+	if (HeapTupleIsValid(tuple))
+	{
+		TupleDesc	desc = RelationGetDescr(catalog);
+		bool		isnull;
+		Name		column;
+		HeapTuple	seqtuple;
+		HeapTuple	reltuple;
+
+		column = DatumGetName(heap_getattr(tuple, Anum_stream_seq_column,
+										   desc, &isnull));
+		ref->head_seq = DatumGetObjectId(heap_getattr(tuple,
+													  Anum_stream_head_seq,
+													  desc, &isnull));
+		ref->seq_attnum = get_attnum(ref->relid, NameStr(*column));
+		if (ref->seq_attnum == InvalidAttrNumber ||
+			get_atttype(ref->relid, ref->seq_attnum) != INT8OID)
+			ereport(ERROR,
+					(errcode(ERRCODE_OBJECT_NOT_IN_PREREQUISITE_STATE),
+					 errmsg("stream column \"%s\" of table \"%s\" is missing or not of type bigint",
+							NameStr(*column), get_rel_name(ref->relid)),
+					 errhint("Disable the stream with stream_seq.disable() and enable it again.")));
+
+		seqtuple = SearchSysCache1(SEQRELID, ObjectIdGetDatum(ref->head_seq));
+		if (!HeapTupleIsValid(seqtuple))
+			ereport(ERROR,
+					(errcode(ERRCODE_OBJECT_NOT_IN_PREREQUISITE_STATE),
+					 errmsg("head sequence of stream table \"%s\" is missing",
+							get_rel_name(ref->relid)),
+					 errhint("Disable the stream with stream_seq.disable() and enable it again.")));
+		ref->head_interval = ((Form_pg_sequence) GETSTRUCT(seqtuple))->seqincrement;
+		ReleaseSysCache(seqtuple);
+
+		reltuple = SearchSysCache1(RELOID, ObjectIdGetDatum(ref->relid));
+		if (!HeapTupleIsValid(reltuple))
+			elog(ERROR, "cache lookup failed for relation %u", ref->relid);
+		ref->owner = ((Form_pg_class) GETSTRUCT(reltuple))->relowner;
+		ReleaseSysCache(reltuple);
+		found = true;
+	}
+	systable_endscan(scan);
+	table_close(catalog, AccessShareLock);
+	return found;
+}
+
+/*
+ * stream_lookup
+ *		The backend's handle on stream "relid", loaded from the catalog and
+ *		attached to its shared slot if not cached.  A table that is not a
+ *		stream gets NULL if "missing_ok", else an error.
+ */
+StreamRef *
+stream_lookup(Oid relid, bool missing_ok)
+{
+	StreamRef  *ref;
+	bool		found;
+
+	stream_check_preloaded();
+
+	ref = hash_search(stream_cache, &relid, HASH_ENTER, &found);
+	if (!found)
+		ref->valid = false;
+	if (ref->valid)
+		return ref;
+
+	if (!load_stream(ref))
+	{
+		if (missing_ok)
+			return NULL;
+		ereport(ERROR,
+				(errcode(ERRCODE_WRONG_OBJECT_TYPE),
+				 errmsg("table \"%s\" is not a stream table",
+						get_rel_name(relid) ? get_rel_name(relid) : "?"),
+				 errhint("Use stream_seq.enable() to make it one.")));
+	}
+	stream_slot_attach(ref);
+	ref->valid = true;
+	return ref;
+}
+
+/*
+ * run_as_owner
+ *		Switch to the table owner for an internal query or sequence call, so
+ *		that a role allowed to insert into a stream need not also be allowed
+ *		to read it or to use its head sequence.  Returns what to restore.
+ */
+static void
+run_as_owner(StreamRef *ref, Oid *save_userid, int *save_sec_context)
+{
+	GetUserIdAndSecContext(save_userid, save_sec_context);
+	SetUserIdAndSecContext(ref->owner,
+						   *save_sec_context | SECURITY_LOCAL_USERID_CHANGE |
+						   SECURITY_RESTRICTED_OPERATION);
+}
+
+/*
+ * table_max_number
+ *		Highest number in the stream's table, read through its unique index
+ *		with the latest snapshot; PG_INT64_MIN if there is none.
+ */
+static int64
+table_max_number(StreamRef *ref)
+{
+	Oid			save_userid;
+	int			save_sec_context;
+	char	   *query;
+	SPIPlanPtr	plan;
+	int64		result = PG_INT64_MIN;
+	bool		isnull;
+	Datum		value;
+
+	run_as_owner(ref, &save_userid, &save_sec_context);
+	if (SPI_connect() != SPI_OK_CONNECT)
+		elog(ERROR, "SPI_connect failed");
+	query = psprintf("SELECT max(%s) FROM %s",
+					 quote_identifier(get_attname(ref->relid, ref->seq_attnum,
+												  false)),
+					 quote_qualified_identifier(get_namespace_name(get_rel_namespace(ref->relid)),
+												get_rel_name(ref->relid)));
+	plan = SPI_prepare(query, 0, NULL);
+	if (plan == NULL)
+		elog(ERROR, "SPI_prepare failed for \"%s\"", query);
+	if (SPI_execute_snapshot(plan, NULL, NULL, GetLatestSnapshot(),
+							 InvalidSnapshot, true, false, 1) != SPI_OK_SELECT)
+		elog(ERROR, "SPI_execute_snapshot failed for \"%s\"", query);
+	value = SPI_getbinval(SPI_tuptable->vals[0], SPI_tuptable->tupdesc, 1,
+						  &isnull);
+	if (!isnull)
+		result = DatumGetInt64(value);
+	SPI_finish();
+	SetUserIdAndSecContext(save_userid, save_sec_context);
+	return result;
+}
+
+/*
+ * stream_initialize_counter
+ *		Start the counter of a stream after a server start (or enable()):
+ *		next = the table's maximum + 1, with no recorded block yet, so the
+ *		first reservation fetches a block from the head sequence and jumps
+ *		above every number recorded before.  Until then, horizons are
+ *		computed from the table's maximum, which is safe because no number
+ *		has been handed out since the start.
+ */
+void
+stream_initialize_counter(StreamRef *ref)
+{
+	int64		max_number = table_max_number(ref);
+	int64		start = (max_number == PG_INT64_MIN) ? 1 : max_number + 1;
+	StreamSlot *slot = stream_slot_lock(ref, LW_EXCLUSIVE);
+
+	if (!slot->initialized)
+	{
+		slot->next = start;
+		slot->block_end = start;
+		slot->initialized = true;
+	}
+	LWLockRelease(slot->lock);
+}
+
+/*
+ * stream_refill_block
+ *		Record a new block of numbers in the head sequence and make it
+ *		available.  Refills of one stream are serialized by a lock on the
+ *		sequence that conflicts only with itself, so blocks are installed in
+ *		the order the sequence handed them out.  A sequence found behind the
+ *		counter (set back by hand) is moved forward first; it never moves
+ *		back.
+ */
+void
+stream_refill_block(StreamRef *ref)
+{
+	StreamSlot *slot;
+	int64		next;
+	int64		block;
+	Oid			save_userid;
+	int			save_sec_context;
+
+	LockRelationOid(ref->head_seq, ShareUpdateExclusiveLock);
+
+	slot = stream_slot_lock(ref, LW_SHARED);
+	next = slot->next;
+	if (slot->next < slot->block_end)
+	{
+		/* another backend refilled while we waited */
+		LWLockRelease(slot->lock);
+		UnlockRelationOid(ref->head_seq, ShareUpdateExclusiveLock);
+		return;
+	}
+	LWLockRelease(slot->lock);
+
+	run_as_owner(ref, &save_userid, &save_sec_context);
+	block = nextval_internal(ref->head_seq, false);
+	if (block + ref->head_interval <= next)
+	{
+		ereport(WARNING,
+				(errmsg("recorded head of stream table \"%s\" is behind its numbers",
+						get_rel_name(ref->relid)),
+				 errdetail("The head sequence gave block " INT64_FORMAT " but numbers up to " INT64_FORMAT " were handed out.",
+						   block, next - 1),
+				 errhint("The head sequence is being moved forward.")));
+		DirectFunctionCall3(setval3_oid, ObjectIdGetDatum(ref->head_seq),
+							Int64GetDatum(next), BoolGetDatum(false));
+		block = nextval_internal(ref->head_seq, false);
+	}
+	SetUserIdAndSecContext(save_userid, save_sec_context);
+
+	slot = stream_slot_lock(ref, LW_EXCLUSIVE);
+	if (block + ref->head_interval > slot->block_end)
+	{
+		slot->block_end = block + ref->head_interval;
+		if (block > slot->next)
+			slot->next = block;
+	}
+	LWLockRelease(slot->lock);
+
+	UnlockRelationOid(ref->head_seq, ShareUpdateExclusiveLock);
+}
+
+/*
+ * write_catalog
+ *		Run one statement against stream_seq.stream as the table's owner:
+ *		ordinary roles may read it but not write it, and enable() and
+ *		disable() run as the caller, who has been checked to own the stream.
+ */
+static void
+write_catalog(const char *sql, int nargs, Oid *argtypes, Datum *values)
+{
+	Oid			save_userid;
+	int			save_sec_context;
+	HeapTuple	reltuple;
+	Oid			owner;
+
+	reltuple = SearchSysCache1(RELOID, ObjectIdGetDatum(stream_catalog_relid()));
+	if (!HeapTupleIsValid(reltuple))
+		elog(ERROR, "cache lookup failed for stream_seq catalog");
+	owner = ((Form_pg_class) GETSTRUCT(reltuple))->relowner;
+	ReleaseSysCache(reltuple);
+
+	GetUserIdAndSecContext(&save_userid, &save_sec_context);
+	SetUserIdAndSecContext(owner, save_sec_context |
+						   SECURITY_LOCAL_USERID_CHANGE |
+						   SECURITY_RESTRICTED_OPERATION);
+	if (SPI_connect() != SPI_OK_CONNECT)
+		elog(ERROR, "SPI_connect failed");
+	if (SPI_execute_with_args(sql, nargs, argtypes, values, NULL, false, 0) < 0)
+		elog(ERROR, "SPI_execute_with_args failed for \"%s\"", sql);
+	SPI_finish();
+	SetUserIdAndSecContext(save_userid, save_sec_context);
+}
+
+/*
+ * stream_catalog_insert
+ *		Add the catalog row of a new stream.
+ */
+void
+stream_catalog_insert(Oid relid, Name column, Oid head_seq)
+{
+	Oid			argtypes[3] = {REGCLASSOID, NAMEOID, REGCLASSOID};
+	Datum		values[3];
+
+	values[0] = ObjectIdGetDatum(relid);
+	values[1] = NameGetDatum(column);
+	values[2] = ObjectIdGetDatum(head_seq);
+	write_catalog("INSERT INTO stream_seq.stream (relid, seq_column, head_seq) "
+				  "VALUES ($1, $2, $3)", 3, argtypes, values);
+}
+
+/*
+ * stream_catalog_delete
+ *		Remove the catalog row of a stream.
+ */
+void
+stream_catalog_delete(Oid relid)
+{
+	Oid			argtypes[1] = {REGCLASSOID};
+	Datum		values[1];
+
+	values[0] = ObjectIdGetDatum(relid);
+	write_catalog("DELETE FROM stream_seq.stream WHERE relid = $1",
+				  1, argtypes, values);
+}

@@ -1,0 +1,333 @@
+/*-------------------------------------------------------------------------
+ *
+ * horizon.c
+ *	  The read horizon of a stream for a snapshot, and the SQL functions
+ *	  that report it: horizon(), head() and the per-stream status behind
+ *	  the stream_seq.streams view.
+ *
+ * horizon(S) is the smallest "lo" over the entries that S cannot yet see as
+ * committed and durable, or the counter if there is none.  Every row with a
+ * number below it that ever commits is visible in S.
+ *
+ * Within one statement the value must not change: a scan that filtered
+ * some rows with a lower horizon and later ones with a higher one could
+ * return row 7 and not row 5.  So the value is remembered per snapshot for
+ * the rest of the statement (see horizon_cache_lookup).
+ *
+ *-------------------------------------------------------------------------
+ */
+#include "postgres.h"
+
+#include "access/xact.h"
+#include "access/xlog.h"
+#include "fmgr.h"
+#include "funcapi.h"
+#include "miscadmin.h"
+#include "utils/acl.h"
+#include "utils/builtins.h"
+#include "utils/lsyscache.h"
+#include "utils/memutils.h"
+#include "utils/snapmgr.h"
+
+#include "stream_seq.h"
+
+PG_FUNCTION_INFO_V1(stream_seq_horizon);
+PG_FUNCTION_INFO_V1(stream_seq_head);
+PG_FUNCTION_INFO_V1(stream_seq_status);
+
+/*
+ * One remembered horizon: the stream, the snapshot it was computed for
+ * (its address and its contents, so that a reused address with different
+ * contents never matches), and the value.
+ */
+typedef struct HorizonCacheEntry
+{
+	Oid			relid;
+	Snapshot	snapshot;
+	TransactionId xmin;
+	TransactionId xmax;
+	uint32		xcnt;
+	int32		subxcnt;
+	bool		suboverflowed;
+	CommandId	curcid;
+	TransactionId *xip;			/* copies, in TopTransactionContext */
+	TransactionId *subxip;
+	int64		horizon;
+} HorizonCacheEntry;
+
+#define HORIZON_CACHE_SIZE 8
+
+static HorizonCacheEntry horizon_cache[HORIZON_CACHE_SIZE];
+static int	horizon_cache_used = 0;
+static int	horizon_cache_victim = 0;
+
+/*
+ * stream_horizon_reset_cache
+ *		Forget remembered horizons; called at transaction end, when their
+ *		copies in TopTransactionContext go away.
+ */
+void
+stream_horizon_reset_cache(void)
+{
+	horizon_cache_used = 0;
+	horizon_cache_victim = 0;
+}
+
+static bool
+same_snapshot(HorizonCacheEntry *entry, Snapshot snapshot)
+{
+	return entry->snapshot == snapshot &&
+		entry->xmin == snapshot->xmin &&
+		entry->xmax == snapshot->xmax &&
+		entry->xcnt == snapshot->xcnt &&
+		entry->subxcnt == snapshot->subxcnt &&
+		entry->suboverflowed == snapshot->suboverflowed &&
+		entry->curcid == snapshot->curcid &&
+		memcmp(entry->xip, snapshot->xip,
+			   sizeof(TransactionId) * snapshot->xcnt) == 0 &&
+		memcmp(entry->subxip, snapshot->subxip,
+			   sizeof(TransactionId) * snapshot->subxcnt) == 0;
+}
+
+/*
+ * horizon_cache_lookup
+ *		The horizon already computed for this stream and snapshot, if any.
+ */
+static bool
+horizon_cache_lookup(Oid relid, Snapshot snapshot, int64 *horizon)
+{
+	int			i;
+
+	for (i = 0; i < horizon_cache_used; i++)
+	{
+		if (horizon_cache[i].relid == relid &&
+			same_snapshot(&horizon_cache[i], snapshot))
+		{
+			*horizon = horizon_cache[i].horizon;
+			return true;
+		}
+	}
+	return false;
+}
+
+static void
+horizon_cache_store(Oid relid, Snapshot snapshot, int64 horizon)
+{
+	HorizonCacheEntry *entry;
+	MemoryContext oldcxt;
+
+	if (horizon_cache_used < HORIZON_CACHE_SIZE)
+		entry = &horizon_cache[horizon_cache_used++];
+	else
+	{
+		entry = &horizon_cache[horizon_cache_victim];
+		horizon_cache_victim = (horizon_cache_victim + 1) % HORIZON_CACHE_SIZE;
+	}
+	oldcxt = MemoryContextSwitchTo(TopTransactionContext);
+	entry->relid = relid;
+	entry->snapshot = snapshot;
+	entry->xmin = snapshot->xmin;
+	entry->xmax = snapshot->xmax;
+	entry->xcnt = snapshot->xcnt;
+	entry->subxcnt = snapshot->subxcnt;
+	entry->suboverflowed = snapshot->suboverflowed;
+	entry->curcid = snapshot->curcid;
+	entry->xip = palloc(sizeof(TransactionId) * Max(snapshot->xcnt, 1));
+	memcpy(entry->xip, snapshot->xip, sizeof(TransactionId) * snapshot->xcnt);
+	entry->subxip = palloc(sizeof(TransactionId) * Max(snapshot->subxcnt, 1));
+	memcpy(entry->subxip, snapshot->subxip,
+		   sizeof(TransactionId) * snapshot->subxcnt);
+	entry->horizon = horizon;
+	MemoryContextSwitchTo(oldcxt);
+}
+
+/*
+ * stream_compute_horizon
+ *		The horizon of the stream for "snapshot", computed afresh.
+ *
+ *		An entry holds the horizon back at its "lo" when its transaction
+ *		is in progress for the snapshot (so its rows are invisible in it),
+ *		or finished but its outcome is not yet recorded, or committed but
+ *		its commit record is not yet flushed (a crash could take it back).
+ *		The caller's own entries are skipped: its rows are visible to it.
+ */
+int64
+stream_compute_horizon(StreamRef *ref, Snapshot snapshot)
+{
+	StreamSlot *slot;
+	int64		horizon;
+	XLogRecPtr	flushed = InvalidXLogRecPtr;
+	int			i;
+
+	if (RecoveryInProgress())
+		ereport(ERROR,
+				(errcode(ERRCODE_FEATURE_NOT_SUPPORTED),
+				 errmsg("stream horizons are not available during recovery"),
+				 errdetail("A standby does not know which transactions hold numbers on the primary.")));
+
+	for (;;)
+	{
+		slot = stream_slot_lock(ref, LW_SHARED);
+		if (slot->initialized)
+			break;
+		LWLockRelease(slot->lock);
+		stream_initialize_counter(ref);
+	}
+
+	horizon = slot->next;
+	for (i = 0; i < slot->nentries; i++)
+	{
+		StreamEntry *e = &slot->entries[i];
+
+		if (e->state == ENTRY_ABORTED || e->lo >= horizon)
+			continue;
+		if (TransactionIdIsCurrentTransactionId(e->xid))
+			continue;
+		if (e->state == ENTRY_ASSIGNED || XidInMVCCSnapshot(e->xid, snapshot))
+		{
+			horizon = e->lo;
+			continue;
+		}
+		if (flushed == InvalidXLogRecPtr)
+			flushed = GetFlushRecPtr(NULL);
+		if (e->commit_end > flushed)
+			horizon = e->lo;
+	}
+	if (slot->floor_active && slot->floor_lo < horizon)
+	{
+		if (flushed == InvalidXLogRecPtr)
+			flushed = GetFlushRecPtr(NULL);
+		if (!TransactionIdPrecedes(slot->floor_xid, snapshot->xmin) ||
+			slot->floor_lsn > flushed)
+			horizon = slot->floor_lo;
+	}
+	LWLockRelease(slot->lock);
+	return horizon;
+}
+
+/*
+ * statement_snapshot
+ *		The snapshot of the calling statement.
+ */
+static Snapshot
+statement_snapshot(void)
+{
+	if (ActiveSnapshotSet())
+		return GetActiveSnapshot();
+	return GetTransactionSnapshot();
+}
+
+/*
+ * stream_seq_horizon
+ *		SQL: horizon(stream regclass) RETURNS bigint.  Requires SELECT on
+ *		the table.
+ */
+Datum
+stream_seq_horizon(PG_FUNCTION_ARGS)
+{
+	Oid			relid = PG_GETARG_OID(0);
+	StreamRef  *ref;
+	Snapshot	snapshot;
+	int64		horizon;
+	AclResult	aclresult;
+
+	ref = stream_lookup(relid, false);
+	aclresult = pg_class_aclcheck(relid, GetUserId(), ACL_SELECT);
+	if (aclresult != ACLCHECK_OK)
+		aclcheck_error(aclresult, OBJECT_TABLE, get_rel_name(relid));
+
+	snapshot = statement_snapshot();
+	if (!horizon_cache_lookup(relid, snapshot, &horizon))
+	{
+		horizon = stream_compute_horizon(ref, snapshot);
+		horizon_cache_store(relid, snapshot, horizon);
+	}
+	stream_xact_computed_horizon = true;
+	PG_RETURN_INT64(horizon);
+}
+
+/*
+ * stream_seq_head
+ *		SQL: head(stream regclass) RETURNS bigint, the highest number handed
+ *		out since the server started (before any is, the highest in the
+ *		table); NULL for a stream that never had a number.
+ */
+Datum
+stream_seq_head(PG_FUNCTION_ARGS)
+{
+	Oid			relid = PG_GETARG_OID(0);
+	StreamRef  *ref = stream_lookup(relid, false);
+	StreamSlot *slot;
+	int64		next;
+
+	for (;;)
+	{
+		slot = stream_slot_lock(ref, LW_SHARED);
+		if (slot->initialized)
+			break;
+		LWLockRelease(slot->lock);
+		stream_initialize_counter(ref);
+	}
+	next = slot->next;
+	LWLockRelease(slot->lock);
+	if (next <= 1)
+		PG_RETURN_NULL();
+	PG_RETURN_INT64(next - 1);
+}
+
+/*
+ * stream_seq_status
+ *		SQL: _status(stream regclass) RETURNS record, for the streams view:
+ *		head, horizon for the caller's snapshot, transactions holding
+ *		numbers, and the oldest of them.
+ */
+Datum
+stream_seq_status(PG_FUNCTION_ARGS)
+{
+	Oid			relid = PG_GETARG_OID(0);
+	StreamRef  *ref = stream_lookup(relid, false);
+	TupleDesc	tupdesc;
+	Datum		values[9];
+	bool		nulls[9];
+	StreamSlot *slot;
+	int64		horizon;
+	int			holding = 0;
+	int			oldest = -1;
+	int			i;
+
+	if (get_call_result_type(fcinfo, NULL, &tupdesc) != TYPEFUNC_COMPOSITE)
+		elog(ERROR, "return type must be a row type");
+	memset(nulls, 0, sizeof(nulls));
+
+	horizon = stream_compute_horizon(ref, statement_snapshot());
+
+	slot = stream_slot_lock(ref, LW_SHARED);
+	for (i = 0; i < slot->nentries; i++)
+	{
+		if (slot->entries[i].state != ENTRY_ASSIGNED)
+			continue;
+		holding++;
+		if (oldest < 0)
+			oldest = i;
+	}
+	values[0] = Int64GetDatum(slot->next - 1);
+	nulls[0] = slot->next <= 1;
+	values[1] = Int64GetDatum(horizon);
+	values[2] = Int32GetDatum(holding);
+	if (oldest >= 0)
+	{
+		StreamEntry *e = &slot->entries[oldest];
+
+		values[3] = Int32GetDatum(e->pid);
+		values[4] = TransactionIdGetDatum(e->xid);
+		values[5] = TimestampTzGetDatum(e->assigned_at);
+	}
+	else
+		nulls[3] = nulls[4] = nulls[5] = true;
+	values[6] = Int32GetDatum(slot->nentries);
+	values[7] = Int64GetDatum((int64) slot->evictions);
+	values[8] = Int64GetDatum((int64) slot->assigned_xacts);
+	LWLockRelease(slot->lock);
+
+	PG_RETURN_DATUM(HeapTupleGetDatum(heap_form_tuple(tupdesc, values, nulls)));
+}

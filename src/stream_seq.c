@@ -1,0 +1,100 @@
+/*-------------------------------------------------------------------------
+ *
+ * stream_seq.c
+ *	  Module entry point of stream_seq: settings, and the hooks that set up
+ *	  shared memory when the library is preloaded.
+ *
+ * Without shared_preload_libraries the library still loads (CREATE
+ * EXTENSION works), but every function that needs the shared state raises
+ * ERRCODE_OBJECT_NOT_IN_PREREQUISITE_STATE naming the setting.
+ *
+ *-------------------------------------------------------------------------
+ */
+#include "postgres.h"
+
+#include "fmgr.h"
+#include "miscadmin.h"
+#include "storage/ipc.h"
+#include "utils/guc.h"
+
+#include "stream_seq.h"
+
+PG_MODULE_MAGIC;
+
+void		_PG_init(void);
+
+int			stream_seq_max_streams = 64;
+int			stream_seq_max_tracked_xacts = 1024;
+int			stream_seq_head_interval = 1000;
+
+static shmem_request_hook_type prev_shmem_request_hook = NULL;
+static shmem_startup_hook_type prev_shmem_startup_hook = NULL;
+
+/*
+ * request_shmem
+ *		shmem_request_hook: reserve the extension's shared memory.
+ */
+static void
+request_shmem(void)
+{
+	if (prev_shmem_request_hook)
+		prev_shmem_request_hook();
+	stream_shmem_request();
+}
+
+/*
+ * startup_shmem
+ *		shmem_startup_hook: create or attach the shared state.
+ */
+static void
+startup_shmem(void)
+{
+	if (prev_shmem_startup_hook)
+		prev_shmem_startup_hook();
+	stream_shmem_startup();
+}
+
+/*
+ * _PG_init
+ *		Define the settings; when preloaded, hook shared memory set-up.
+ *		Callbacks and the backend cache are set up in every case: they do
+ *		nothing until a stream is used, which needs the shared state.
+ */
+void
+_PG_init(void)
+{
+	DefineCustomIntVariable("stream_seq.max_streams",
+							"Maximum number of stream tables in use at once, across all databases.",
+							NULL,
+							&stream_seq_max_streams,
+							64, 1, 65536,
+							PGC_POSTMASTER, 0,
+							NULL, NULL, NULL);
+	DefineCustomIntVariable("stream_seq.max_tracked_xacts",
+							"Transactions tracked per stream table for computing horizons.",
+							"At least one more than the maximum number of backends is always used. "
+							"When full, the oldest committed one is folded into a conservative floor.",
+							&stream_seq_max_tracked_xacts,
+							1024, 16, 1048576,
+							PGC_POSTMASTER, 0,
+							NULL, NULL, NULL);
+	DefineCustomIntVariable("stream_seq.head_interval",
+							"Stream numbers recorded durably at a time, for streams enabled from now on.",
+							"The head of each stream is written to its head sequence once per this many numbers.",
+							&stream_seq_head_interval,
+							1000, 1, 1000000000,
+							PGC_USERSET, 0,
+							NULL, NULL, NULL);
+	MarkGUCPrefixReserved("stream_seq");
+
+	stream_catalog_init();
+	stream_assign_init();
+
+	if (!process_shared_preload_libraries_in_progress)
+		return;
+
+	prev_shmem_request_hook = shmem_request_hook;
+	shmem_request_hook = request_shmem;
+	prev_shmem_startup_hook = shmem_startup_hook;
+	shmem_startup_hook = startup_shmem;
+}
