@@ -20,5 +20,23 @@ endif
 EXTRA_CLEAN = output_iso tmp_check tmp_check_iso
 
 PG_CONFIG ?= pg_config
-PGXS := $(shell $(PG_CONFIG) --pgxs)
+ifneq ($(wildcard /usr/lib/postgresql/15/bin/pg_config),)
+PG_CONFIG = /usr/lib/postgresql/15/bin/pg_config
+endif
+PGXS := $(shell $(PG_CONFIG) --pgxs 2>/dev/null)
+# "make test" and "make demo" install the build dependencies themselves, so
+# they must work before pg_config exists.
+ifneq ($(PGXS),)
 include $(PGXS)
+endif
+
+# Everything a user or CI runs: see README.md.
+.PHONY: test demo bench
+test:
+	@test/run-tests.sh
+
+demo:
+	@bench/demo.sh
+
+bench:
+	@bench/bench.sh

@@ -39,6 +39,7 @@
 #include "utils/lsyscache.h"
 #include "utils/memutils.h"
 #include "utils/rel.h"
+#include "utils/resowner.h"
 #include "utils/snapmgr.h"
 
 #include "stream_seq.h"
@@ -65,7 +66,6 @@ typedef struct XactStream
 	int64		cur_end;
 
 	/* executor state for the commit-time writes, made on first use */
-	int			writer_level;	/* nesting level that made it */
 	EState	   *estate;
 	ResultRelInfo *rri;
 	TupleTableSlot *newslot;
@@ -107,10 +107,7 @@ xact_stream_get(StreamRef *ref)
 	}
 	xs = hash_search(xact_streams, &ref->relid, HASH_ENTER, &found);
 	if (!found)
-	{
 		memset(((char *) xs) + sizeof(Oid), 0, sizeof(XactStream) - sizeof(Oid));
-		xs->writer_level = -1;
-	}
 	xs->ref = ref;
 	return xs;
 }
@@ -202,13 +199,21 @@ take_number(XactStream *xs, Relation rel)
 /*
  * open_writer
  *		Executor state for writing numbers into rows, made once per
- *		transaction and stream and closed in the pre-commit callback.
+ *		transaction and stream and closed in the pre-commit callback.  Its
+ *		relation, index and tuple descriptor references belong to the top
+ *		transaction: under SET CONSTRAINTS ... IMMEDIATE the trigger fires
+ *		inside a statement or subtransaction that ends before the writer is
+ *		closed.
  */
 static void
 open_writer(XactStream *xs, Relation trigrel)
 {
 	MemoryContext oldcxt = MemoryContextSwitchTo(TopTransactionContext);
-	Relation	rel = table_open(RelationGetRelid(trigrel), RowExclusiveLock);
+	ResourceOwner oldowner = CurrentResourceOwner;
+	Relation	rel;
+
+	CurrentResourceOwner = TopTransactionResourceOwner;
+	rel = table_open(RelationGetRelid(trigrel), RowExclusiveLock);
 
 	xs->estate = CreateExecutorState();
 	xs->estate->es_output_cid = GetCurrentCommandId(true);
@@ -218,7 +223,7 @@ open_writer(XactStream *xs, Relation trigrel)
 	xs->newslot = MakeSingleTupleTableSlot(RelationGetDescr(rel),
 										   &TTSOpsVirtual);
 	xs->fetchslot = table_slot_create(rel, NULL);
-	xs->writer_level = GetCurrentTransactionNestLevel();
+	CurrentResourceOwner = oldowner;
 	MemoryContextSwitchTo(oldcxt);
 }
 
@@ -229,15 +234,18 @@ open_writer(XactStream *xs, Relation trigrel)
 static void
 close_writer(XactStream *xs)
 {
+	ResourceOwner oldowner = CurrentResourceOwner;
+
 	if (xs->estate == NULL)
 		return;
+	CurrentResourceOwner = TopTransactionResourceOwner;
 	ExecDropSingleTupleTableSlot(xs->newslot);
 	ExecDropSingleTupleTableSlot(xs->fetchslot);
 	ExecCloseIndices(xs->rri);
 	table_close(xs->rri->ri_RelationDesc, NoLock);
 	FreeExecutorState(xs->estate);
 	xs->estate = NULL;
-	xs->writer_level = -1;
+	CurrentResourceOwner = oldowner;
 }
 
 /*
@@ -339,6 +347,8 @@ stream_seq_assign_trigger(PG_FUNCTION_ARGS)
 					 errdetail("Deferrable unique constraints cannot be checked for the rows stream_seq numbers at commit.")));
 	}
 	ResetPerTupleExprContext(xs->estate);
+	ExecClearTuple(xs->newslot);
+	ExecClearTuple(xs->fetchslot);	/* drop its buffer pin now */
 
 	return PointerGetDatum(NULL);
 }
@@ -440,34 +450,6 @@ stream_xact_callback(XactEvent event, void *arg)
 }
 
 /*
- * stream_subxact_callback
- *		When a subtransaction aborts, executor state it created is gone
- *		with its resource owner; forget it.  Numbers it wrote are lost with
- *		its rows (a gap); rows of outer levels whose numbering it undid are
- *		numbered again.
- */
-static void
-stream_subxact_callback(SubXactEvent event, SubTransactionId mySubid,
-						SubTransactionId parentSubid, void *arg)
-{
-	HASH_SEQ_STATUS status;
-	XactStream *xs;
-
-	if (event != SUBXACT_EVENT_ABORT_SUB || xact_streams == NULL)
-		return;
-	hash_seq_init(&status, xact_streams);
-	while ((xs = hash_seq_search(&status)) != NULL)
-	{
-		if (xs->estate != NULL &&
-			xs->writer_level >= GetCurrentTransactionNestLevel())
-		{
-			xs->estate = NULL;
-			xs->writer_level = -1;
-		}
-	}
-}
-
-/*
  * stream_assign_init
  *		Register the callbacks (from _PG_init).
  */
@@ -475,7 +457,6 @@ void
 stream_assign_init(void)
 {
 	RegisterXactCallback(stream_xact_callback, NULL);
-	RegisterSubXactCallback(stream_subxact_callback, NULL);
 }
 
 /*

@@ -193,12 +193,17 @@ stream_lookup(Oid relid, bool missing_ok)
 
 	if (!load_stream(ref))
 	{
+		char	   *relname = get_rel_name(relid);
+
 		if (missing_ok)
 			return NULL;
+		if (relname == NULL)
+			ereport(ERROR,
+					(errcode(ERRCODE_UNDEFINED_TABLE),
+					 errmsg("relation with OID %u does not exist", relid)));
 		ereport(ERROR,
 				(errcode(ERRCODE_WRONG_OBJECT_TYPE),
-				 errmsg("table \"%s\" is not a stream table",
-						get_rel_name(relid) ? get_rel_name(relid) : "?"),
+				 errmsg("table \"%s\" is not a stream table", relname),
 				 errhint("Use stream_seq.enable() to make it one.")));
 	}
 	stream_slot_attach(ref);

@@ -218,6 +218,19 @@ statement_snapshot(void)
 }
 
 /*
+ * check_select_privilege
+ *		Positions in a stream are readable by those who may read the table.
+ */
+static void
+check_select_privilege(Oid relid)
+{
+	AclResult	aclresult = pg_class_aclcheck(relid, GetUserId(), ACL_SELECT);
+
+	if (aclresult != ACLCHECK_OK)
+		aclcheck_error(aclresult, OBJECT_TABLE, get_rel_name(relid));
+}
+
+/*
  * stream_seq_horizon
  *		SQL: horizon(stream regclass) RETURNS bigint.  Requires SELECT on
  *		the table.
@@ -229,12 +242,9 @@ stream_seq_horizon(PG_FUNCTION_ARGS)
 	StreamRef  *ref;
 	Snapshot	snapshot;
 	int64		horizon;
-	AclResult	aclresult;
 
 	ref = stream_lookup(relid, false);
-	aclresult = pg_class_aclcheck(relid, GetUserId(), ACL_SELECT);
-	if (aclresult != ACLCHECK_OK)
-		aclcheck_error(aclresult, OBJECT_TABLE, get_rel_name(relid));
+	check_select_privilege(relid);
 
 	snapshot = statement_snapshot();
 	if (!horizon_cache_lookup(relid, snapshot, &horizon))
@@ -250,7 +260,8 @@ stream_seq_horizon(PG_FUNCTION_ARGS)
  * stream_seq_head
  *		SQL: head(stream regclass) RETURNS bigint, the highest number handed
  *		out since the server started (before any is, the highest in the
- *		table); NULL for a stream that never had a number.
+ *		table); NULL for a stream that never had a number.  Requires
+ *		SELECT on the table.
  */
 Datum
 stream_seq_head(PG_FUNCTION_ARGS)
@@ -259,6 +270,8 @@ stream_seq_head(PG_FUNCTION_ARGS)
 	StreamRef  *ref = stream_lookup(relid, false);
 	StreamSlot *slot;
 	int64		next;
+
+	check_select_privilege(relid);
 
 	for (;;)
 	{

@@ -1,0 +1,42 @@
+#!/usr/bin/env bash
+# run-tests.sh: build, install and run every stream_seq test suite
+# (pg_regress, isolation, TAP) in throwaway clusters.  Run as root on a
+# fresh Debian bookworm machine, it installs the Debian packages it needs
+# first and runs the suites as the "postgres" user (initdb refuses root).
+# Run as another user, it says which packages are missing.
+set -euo pipefail
+cd "$(dirname "$0")/.."
+
+packages="postgresql-15 postgresql-server-dev-15 libipc-run-perl make gcc"
+missing=""
+for p in $packages; do
+	dpkg-query -W -f='${Status}' "$p" 2>/dev/null | grep -q "install ok installed" || missing="$missing $p"
+done
+if [ -n "$missing" ]; then
+	if [ "$(id -u)" = 0 ]; then
+		echo "== installing:$missing"
+		export DEBIAN_FRONTEND=noninteractive
+		apt-get update -q >/dev/null
+		apt-get install -y -q $missing >/dev/null
+	else
+		echo "missing Debian packages:$missing" >&2
+		echo "run: sudo apt-get install -y$missing" >&2
+		exit 1
+	fi
+fi
+
+export PATH="/usr/lib/postgresql/15/bin:$PATH"
+PG_CONFIG=/usr/lib/postgresql/15/bin/pg_config
+make -s PG_CONFIG=$PG_CONFIG
+if [ "$(id -u)" = 0 ]; then
+	make -s PG_CONFIG=$PG_CONFIG install
+	chown -R postgres "$PWD"
+	runuser -u postgres -- make -s PG_CONFIG=$PG_CONFIG installcheck
+else
+	if [ ! -w "$($PG_CONFIG --pkglibdir)" ]; then
+		echo "cannot install into $($PG_CONFIG --pkglibdir); run: sudo make install" >&2
+		exit 1
+	fi
+	make -s PG_CONFIG=$PG_CONFIG install
+	make -s PG_CONFIG=$PG_CONFIG installcheck
+fi

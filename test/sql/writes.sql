@@ -1,0 +1,138 @@
+-- Writing to stream tables: numbers at commit, every kind of write
+CREATE EXTENSION IF NOT EXISTS stream_seq;
+SET client_min_messages = warning;
+\set SHOW_CONTEXT never
+
+CREATE TABLE w (id int PRIMARY KEY, payload text);
+SELECT stream_seq.enable('w');
+
+-- numbers do not exist before commit: RETURNING gives NULL
+BEGIN;
+INSERT INTO w VALUES (1, 'a'), (2, 'b') RETURNING id, seq;
+SELECT id, seq FROM w ORDER BY id;
+COMMIT;
+SELECT id, seq FROM w ORDER BY id;
+
+-- a multi-row transaction gets consecutive numbers in insertion order
+BEGIN;
+INSERT INTO w SELECT g, 'multi' FROM generate_series(10, 14) g;
+INSERT INTO w VALUES (15, 'later statement');
+COMMIT;
+SELECT id, seq FROM w WHERE id >= 10 ORDER BY seq;
+
+-- COPY
+COPY w (id, payload) FROM STDIN;
+20	copied
+21	copied
+\.
+SELECT id, seq FROM w WHERE id >= 20 ORDER BY seq;
+
+-- INSERT ... ON CONFLICT: a new row is numbered, an updated row keeps its
+-- number, and nothing may write the number
+INSERT INTO w VALUES (1, 'conflict'), (30, 'new')
+  ON CONFLICT (id) DO UPDATE SET payload = excluded.payload;
+SELECT id, payload, seq FROM w WHERE id IN (1, 30) ORDER BY id;
+INSERT INTO w VALUES (1, 'x') ON CONFLICT (id) DO UPDATE SET seq = 1000;
+\echo :LAST_ERROR_SQLSTATE
+INSERT INTO w VALUES (1, 'x') ON CONFLICT DO NOTHING;
+
+-- writing the number by hand
+INSERT INTO w (id, payload, seq) VALUES (40, 'by hand', 1000);
+\echo :LAST_ERROR_SQLSTATE
+UPDATE w SET seq = seq + 1000 WHERE id = 1;
+\echo :LAST_ERROR_SQLSTATE
+UPDATE w SET seq = NULL WHERE id = 1;
+\echo :LAST_ERROR_SQLSTATE
+COPY w (id, payload, seq) FROM STDIN;
+41	copied	5000
+\.
+\echo :LAST_ERROR_SQLSTATE
+-- updating other columns keeps the number
+UPDATE w SET payload = 'updated' WHERE id = 2;
+SELECT id, payload, seq FROM w WHERE id = 2;
+
+-- rows updated or deleted in the inserting transaction; savepoints
+BEGIN;
+INSERT INTO w VALUES (50, 'inserted then updated');
+UPDATE w SET payload = 'updated twice' WHERE id = 50;
+UPDATE w SET payload = 'updated three times' WHERE id = 50;
+INSERT INTO w VALUES (51, 'inserted then deleted');
+DELETE FROM w WHERE id = 51;
+SAVEPOINT s1;
+INSERT INTO w VALUES (52, 'rolled back');
+ROLLBACK TO SAVEPOINT s1;
+SAVEPOINT s2;
+INSERT INTO w VALUES (53, 'released');
+RELEASE SAVEPOINT s2;
+SAVEPOINT s3;
+UPDATE w SET payload = 'update rolled back' WHERE id = 50;
+ROLLBACK TO SAVEPOINT s3;
+COMMIT;
+SELECT id, payload, seq FROM w WHERE id >= 50 ORDER BY seq;
+
+-- SET CONSTRAINTS ALL IMMEDIATE numbers at statement end; a savepoint
+-- that rolls back after numbering is renumbered at commit
+BEGIN;
+INSERT INTO w VALUES (60, 'outer');
+SAVEPOINT s;
+SET CONSTRAINTS ALL IMMEDIATE;
+INSERT INTO w VALUES (61, 'inner, rolled back');
+SELECT id, seq IS NOT NULL AS numbered FROM w WHERE id >= 60 ORDER BY id;
+ROLLBACK TO SAVEPOINT s;
+SELECT id, seq IS NOT NULL AS numbered FROM w WHERE id >= 60 ORDER BY id;
+INSERT INTO w VALUES (62, 'after');
+COMMIT;
+SELECT id, payload, seq IS NOT NULL AS numbered FROM w WHERE id >= 60 ORDER BY id;
+SELECT count(*) = count(DISTINCT seq) AS unique_numbers,
+       count(*) FILTER (WHERE seq IS NULL) AS unnumbered
+  FROM w;
+
+-- an aborted commit leaves a gap, never a reused number
+CREATE TABLE w_fk_target (id int PRIMARY KEY);
+ALTER TABLE w ADD COLUMN ref int REFERENCES w_fk_target DEFERRABLE INITIALLY DEFERRED;
+SELECT stream_seq.head('w') AS head_before \gset
+INSERT INTO w (id, payload, ref) VALUES (70, 'fails at commit', 42);
+\echo :LAST_ERROR_SQLSTATE
+INSERT INTO w (id, payload) VALUES (71, 'after the failure');
+SELECT seq > :head_before AS above_all FROM w WHERE id = 71;
+SELECT count(*) FROM w WHERE id = 70;
+
+-- several stream tables in one transaction
+CREATE TABLE w2 (payload text);
+SELECT stream_seq.enable('w2');
+BEGIN;
+INSERT INTO w (id, payload) VALUES (80, 'first stream');
+INSERT INTO w2 VALUES ('second stream'), ('second stream again');
+COMMIT;
+SELECT payload, seq FROM w2 ORDER BY seq;
+SELECT seq IS NOT NULL AS numbered FROM w WHERE id = 80;
+
+-- PREPARE TRANSACTION of stream writes is refused; other prepared
+-- transactions are unaffected
+BEGIN;
+INSERT INTO w (id, payload) VALUES (90, 'prepared');
+PREPARE TRANSACTION 'stream_write';
+\echo :LAST_ERROR_SQLSTATE
+SELECT count(*) FROM w WHERE id = 90;
+SELECT count(*) FROM pg_prepared_xacts;
+CREATE TABLE plain (x int);
+BEGIN;
+INSERT INTO plain VALUES (1);
+SELECT count(*) FROM w;
+PREPARE TRANSACTION 'plain_write';
+COMMIT PREPARED 'plain_write';
+SELECT x FROM plain;
+-- a prepared transaction that only updates other columns of stream rows
+BEGIN;
+UPDATE w SET payload = 'updated in prepared' WHERE id = 2;
+PREPARE TRANSACTION 'stream_update';
+COMMIT PREPARED 'stream_update';
+SELECT payload FROM w WHERE id = 2;
+
+-- the stream view
+SELECT stream, seq_column, head, horizon = head + 1 AS idle, committing
+  FROM stream_seq.streams ORDER BY stream::text;
+
+SELECT stream_seq.disable('w');
+SELECT stream_seq.disable('w2');
+DROP TABLE w, w2, w_fk_target, plain;
