@@ -258,3 +258,98 @@ SELECT s.relid AS stream,
 COMMENT ON VIEW stream_seq.streams IS
   'one row per stream: head, horizon, and the transactions holding numbers';
 GRANT SELECT ON stream_seq.streams TO PUBLIC;
+
+-- Consumers: named positions in a stream, advanced in the caller's
+-- transaction.  Written only through the functions below.
+CREATE TABLE stream_seq.consumer (
+    stream regclass NOT NULL REFERENCES stream_seq.stream ON DELETE CASCADE,
+    consumer text NOT NULL CHECK (consumer <> ''),
+    position bigint NOT NULL,
+    owner regrole NOT NULL,
+    created_at timestamptz NOT NULL DEFAULT pg_catalog.now(),
+    advanced_at timestamptz NOT NULL DEFAULT pg_catalog.now(),
+    PRIMARY KEY (stream, consumer)
+);
+COMMENT ON TABLE stream_seq.consumer IS
+  'consumers of stream tables and the last number each has finished';
+REVOKE ALL ON stream_seq.consumer FROM PUBLIC;
+SELECT pg_catalog.pg_extension_config_dump('stream_seq.consumer', '');
+
+CREATE FUNCTION stream_seq.create_consumer(stream regclass, consumer text,
+                                           start_after bigint DEFAULT 0)
+  RETURNS void
+  AS 'MODULE_PATHNAME', 'stream_seq_create_consumer'
+  LANGUAGE C STRICT VOLATILE;
+COMMENT ON FUNCTION stream_seq.create_consumer(regclass, text, bigint) IS
+  'create a consumer positioned after start_after (0: the beginning)';
+
+CREATE FUNCTION stream_seq.drop_consumer(stream regclass, consumer text)
+  RETURNS void
+  AS 'MODULE_PATHNAME', 'stream_seq_drop_consumer'
+  LANGUAGE C STRICT VOLATILE;
+
+CREATE FUNCTION stream_seq.position(stream regclass, consumer text)
+  RETURNS bigint
+  AS 'MODULE_PATHNAME', 'stream_seq_position'
+  LANGUAGE C STRICT STABLE;
+COMMENT ON FUNCTION stream_seq.position(regclass, text) IS
+  'last number the consumer has finished';
+
+CREATE FUNCTION stream_seq.advance(stream regclass, consumer text,
+                                   to_position bigint)
+  RETURNS void
+  AS 'MODULE_PATHNAME', 'stream_seq_advance'
+  LANGUAGE C STRICT VOLATILE;
+COMMENT ON FUNCTION stream_seq.advance(regclass, text, bigint) IS
+  'move the consumer forward in the caller''s transaction';
+
+/*
+ * read(stream, consumer, max_rows): the next page after the consumer's
+ * position, below the horizon, in one snapshot, in order; each row as
+ * (seq, row jsonb).  Runs as the caller, who needs SELECT on the table.
+ */
+CREATE FUNCTION stream_seq.read(stream regclass, consumer text,
+                                max_rows integer DEFAULT 100)
+  RETURNS TABLE (seq bigint, "row" jsonb)
+  LANGUAGE plpgsql STABLE
+  SET search_path = pg_catalog, pg_temp
+AS $$
+DECLARE
+    after bigint := stream_seq.position(stream, consumer);
+    col name;
+BEGIN
+    IF max_rows IS NULL OR max_rows < 1 THEN
+        RAISE EXCEPTION 'max_rows must be at least 1'
+          USING ERRCODE = 'invalid_parameter_value';
+    END IF;
+    SELECT s.seq_column INTO col FROM stream_seq.stream s WHERE s.relid = stream;
+    RETURN QUERY EXECUTE format(
+        'SELECT t.%1$I, pg_catalog.to_jsonb(t) FROM %2$s t '
+        ' WHERE t.%1$I > $1 AND t.%1$I < stream_seq.horizon($3) '
+        ' ORDER BY t.%1$I LIMIT $2', col, stream)
+      USING after, max_rows, stream;
+END;
+$$;
+COMMENT ON FUNCTION stream_seq.read(regclass, text, integer) IS
+  'next page for a consumer: rows after its position and below the horizon';
+
+CREATE FUNCTION stream_seq.wait(stream regclass, after bigint,
+                                timeout interval DEFAULT '30 seconds')
+  RETURNS bigint
+  AS 'MODULE_PATHNAME', 'stream_seq_wait'
+  LANGUAGE C STRICT VOLATILE;
+COMMENT ON FUNCTION stream_seq.wait(regclass, bigint, interval) IS
+  'block until rows after "after" are readable or the timeout ends; returns the horizon';
+
+CREATE VIEW stream_seq.consumers AS
+SELECT c.stream,
+       c.consumer,
+       c.position,
+       greatest(stream_seq.horizon(c.stream) - 1 - c.position, 0) AS lag,
+       pg_catalog.now() - c.advanced_at AS since_advance,
+       c.owner
+  FROM stream_seq.consumer c
+ WHERE pg_catalog.has_table_privilege(c.stream, 'SELECT');
+COMMENT ON VIEW stream_seq.consumers IS
+  'consumers of the streams the caller may read, with their lag in numbers';
+GRANT SELECT ON stream_seq.consumers TO PUBLIC;

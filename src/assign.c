@@ -28,6 +28,7 @@
 #include "access/tableam.h"
 #include "access/xact.h"
 #include "access/xlog.h"
+#include "commands/async.h"
 #include "commands/trigger.h"
 #include "executor/executor.h"
 #include "fmgr.h"
@@ -384,6 +385,23 @@ finish_xact(bool committed)
 }
 
 /*
+ * notify_stream
+ *		Queue NOTIFY stream_seq, '<schema>.<table>', delivered when this
+ *		transaction commits (the horizon may have moved).
+ */
+static void
+notify_stream(Oid relid)
+{
+	char	   *relname = get_rel_name(relid);
+
+	if (relname == NULL)
+		return;
+	Async_Notify("stream_seq",
+				 quote_qualified_identifier(get_namespace_name(get_rel_namespace(relid)),
+											relname));
+}
+
+/*
  * stream_xact_callback
  *		Before commit: give back unused reservations and close the writers.
  *		At commit or abort: record the outcome.  Before PREPARE: refuse, as
@@ -408,6 +426,8 @@ stream_xact_callback(XactEvent event, void *arg)
 					!stream_xact_computed_horizon)
 					stream_shrink(xs->ref, xs->cur_next, xs->cur_end);
 				close_writer(xs);
+				if (xs->has_entry && stream_seq_notify)
+					notify_stream(xs->relid);
 			}
 			break;
 

@@ -350,18 +350,23 @@ stream_refill_block(StreamRef *ref)
 }
 
 /*
- * write_catalog
- *		Run one statement against stream_seq.stream as the table's owner:
- *		ordinary roles may read it but not write it, and enable() and
- *		disable() run as the caller, who has been checked to own the stream.
+ * stream_catalog_exec
+ *		Run one statement against the extension's tables as their owner:
+ *		ordinary roles may not write them, and the SQL entry points that do
+ *		run as the caller, having checked the caller's privileges first.
+ *		Returns the number of rows processed; if "row" is given, the first
+ *		"ncols" columns of the first row (all int8) go there, and *found
+ *		says whether there was a row.
  */
-static void
-write_catalog(const char *sql, int nargs, Oid *argtypes, Datum *values)
+uint64
+stream_catalog_exec(const char *sql, int nargs, Oid *argtypes, Datum *values,
+					int64 *row, int ncols, bool *found)
 {
 	Oid			save_userid;
 	int			save_sec_context;
 	HeapTuple	reltuple;
 	Oid			owner;
+	uint64		processed;
 
 	reltuple = SearchSysCache1(RELOID, ObjectIdGetDatum(stream_catalog_relid()));
 	if (!HeapTupleIsValid(reltuple))
@@ -377,8 +382,28 @@ write_catalog(const char *sql, int nargs, Oid *argtypes, Datum *values)
 		elog(ERROR, "SPI_connect failed");
 	if (SPI_execute_with_args(sql, nargs, argtypes, values, NULL, false, 0) < 0)
 		elog(ERROR, "SPI_execute_with_args failed for \"%s\"", sql);
+	processed = SPI_processed;
+	if (found != NULL)
+		*found = false;
+	if (row != NULL && SPI_tuptable != NULL && SPI_processed > 0)
+	{
+		int			i;
+
+		for (i = 0; i < ncols; i++)
+		{
+			bool		isnull;
+			Datum		value = SPI_getbinval(SPI_tuptable->vals[0],
+											  SPI_tuptable->tupdesc, i + 1,
+											  &isnull);
+
+			row[i] = isnull ? 0 : DatumGetInt64(value);
+		}
+		if (found != NULL)
+			*found = true;
+	}
 	SPI_finish();
 	SetUserIdAndSecContext(save_userid, save_sec_context);
+	return processed;
 }
 
 /*
@@ -394,8 +419,8 @@ stream_catalog_insert(Oid relid, Name column, Oid head_seq)
 	values[0] = ObjectIdGetDatum(relid);
 	values[1] = NameGetDatum(column);
 	values[2] = ObjectIdGetDatum(head_seq);
-	write_catalog("INSERT INTO stream_seq.stream (relid, seq_column, head_seq) "
-				  "VALUES ($1, $2, $3)", 3, argtypes, values);
+	stream_catalog_exec("INSERT INTO stream_seq.stream (relid, seq_column, head_seq) "
+						"VALUES ($1, $2, $3)", 3, argtypes, values, NULL, 0, NULL);
 }
 
 /*
@@ -409,6 +434,6 @@ stream_catalog_delete(Oid relid)
 	Datum		values[1];
 
 	values[0] = ObjectIdGetDatum(relid);
-	write_catalog("DELETE FROM stream_seq.stream WHERE relid = $1",
-				  1, argtypes, values);
+	stream_catalog_exec("DELETE FROM stream_seq.stream WHERE relid = $1",
+						1, argtypes, values, NULL, 0, NULL);
 }

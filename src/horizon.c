@@ -150,12 +150,16 @@ horizon_cache_store(Oid relid, Snapshot snapshot, int64 horizon)
  *		or finished but its outcome is not yet recorded, or committed but
  *		its commit record is not yet flushed (a crash could take it back).
  *		The caller's own entries are skipped: its rows are visible to it.
+ *		If "held_by_flush" is given, it says whether the value is held back
+ *		by a commit record not yet flushed (no commit will signal when that
+ *		changes, so a waiter has to look again soon).
  */
 int64
-stream_compute_horizon(StreamRef *ref, Snapshot snapshot)
+stream_compute_horizon(StreamRef *ref, Snapshot snapshot, bool *held_by_flush)
 {
 	StreamSlot *slot;
 	int64		horizon;
+	int64		durable_horizon;
 	XLogRecPtr	flushed = InvalidXLogRecPtr;
 	int			i;
 
@@ -174,35 +178,50 @@ stream_compute_horizon(StreamRef *ref, Snapshot snapshot)
 		stream_initialize_counter(ref);
 	}
 
+	/*
+	 * "horizon" is held back by visibility, "durable_horizon" by unflushed
+	 * commits as well; the result is the lower.
+	 */
 	horizon = slot->next;
+	durable_horizon = slot->next;
 	for (i = 0; i < slot->nentries; i++)
 	{
 		StreamEntry *e = &slot->entries[i];
 
-		if (e->state == ENTRY_ABORTED || e->lo >= horizon)
+		if (e->state == ENTRY_ABORTED || e->lo >= durable_horizon)
 			continue;
 		if (TransactionIdIsCurrentTransactionId(e->xid))
 			continue;
 		if (e->state == ENTRY_ASSIGNED || XidInMVCCSnapshot(e->xid, snapshot))
 		{
-			horizon = e->lo;
+			horizon = Min(horizon, e->lo);
+			durable_horizon = e->lo;
 			continue;
 		}
 		if (flushed == InvalidXLogRecPtr)
 			flushed = GetFlushRecPtr(NULL);
 		if (e->commit_end > flushed)
-			horizon = e->lo;
+			durable_horizon = e->lo;
 	}
-	if (slot->floor_active && slot->floor_lo < horizon)
+	if (slot->floor_active && slot->floor_lo < durable_horizon)
 	{
-		if (flushed == InvalidXLogRecPtr)
-			flushed = GetFlushRecPtr(NULL);
-		if (!TransactionIdPrecedes(slot->floor_xid, snapshot->xmin) ||
-			slot->floor_lsn > flushed)
-			horizon = slot->floor_lo;
+		if (!TransactionIdPrecedes(slot->floor_xid, snapshot->xmin))
+		{
+			horizon = Min(horizon, slot->floor_lo);
+			durable_horizon = slot->floor_lo;
+		}
+		else
+		{
+			if (flushed == InvalidXLogRecPtr)
+				flushed = GetFlushRecPtr(NULL);
+			if (slot->floor_lsn > flushed)
+				durable_horizon = slot->floor_lo;
+		}
 	}
 	LWLockRelease(slot->lock);
-	return horizon;
+	if (held_by_flush != NULL)
+		*held_by_flush = durable_horizon < horizon;
+	return durable_horizon;
 }
 
 /*
@@ -218,16 +237,36 @@ statement_snapshot(void)
 }
 
 /*
- * check_select_privilege
+ * stream_check_select
  *		Positions in a stream are readable by those who may read the table.
  */
-static void
-check_select_privilege(Oid relid)
+void
+stream_check_select(Oid relid)
 {
 	AclResult	aclresult = pg_class_aclcheck(relid, GetUserId(), ACL_SELECT);
 
 	if (aclresult != ACLCHECK_OK)
 		aclcheck_error(aclresult, OBJECT_TABLE, get_rel_name(relid));
+}
+
+/*
+ * stream_statement_horizon
+ *		The horizon for the calling statement's snapshot, the same value
+ *		every time within the statement.
+ */
+int64
+stream_statement_horizon(StreamRef *ref)
+{
+	Snapshot	snapshot = statement_snapshot();
+	int64		horizon;
+
+	if (!horizon_cache_lookup(ref->relid, snapshot, &horizon))
+	{
+		horizon = stream_compute_horizon(ref, snapshot, NULL);
+		horizon_cache_store(ref->relid, snapshot, horizon);
+	}
+	stream_xact_computed_horizon = true;
+	return horizon;
 }
 
 /*
@@ -239,21 +278,10 @@ Datum
 stream_seq_horizon(PG_FUNCTION_ARGS)
 {
 	Oid			relid = PG_GETARG_OID(0);
-	StreamRef  *ref;
-	Snapshot	snapshot;
-	int64		horizon;
+	StreamRef  *ref = stream_lookup(relid, false);
 
-	ref = stream_lookup(relid, false);
-	check_select_privilege(relid);
-
-	snapshot = statement_snapshot();
-	if (!horizon_cache_lookup(relid, snapshot, &horizon))
-	{
-		horizon = stream_compute_horizon(ref, snapshot);
-		horizon_cache_store(relid, snapshot, horizon);
-	}
-	stream_xact_computed_horizon = true;
-	PG_RETURN_INT64(horizon);
+	stream_check_select(relid);
+	PG_RETURN_INT64(stream_statement_horizon(ref));
 }
 
 /*
@@ -271,7 +299,7 @@ stream_seq_head(PG_FUNCTION_ARGS)
 	StreamSlot *slot;
 	int64		next;
 
-	check_select_privilege(relid);
+	stream_check_select(relid);
 
 	for (;;)
 	{
@@ -312,7 +340,7 @@ stream_seq_status(PG_FUNCTION_ARGS)
 		elog(ERROR, "return type must be a row type");
 	memset(nulls, 0, sizeof(nulls));
 
-	horizon = stream_compute_horizon(ref, statement_snapshot());
+	horizon = stream_compute_horizon(ref, statement_snapshot(), NULL);
 
 	slot = stream_slot_lock(ref, LW_SHARED);
 	for (i = 0; i < slot->nentries; i++)

@@ -26,6 +26,7 @@ void		_PG_init(void);
 int			stream_seq_max_streams = 64;
 int			stream_seq_max_tracked_xacts = 1024;
 int			stream_seq_head_interval = 1000;
+bool		stream_seq_notify = false;
 
 static shmem_request_hook_type prev_shmem_request_hook = NULL;
 static shmem_startup_hook_type prev_shmem_startup_hook = NULL;
@@ -85,6 +86,13 @@ _PG_init(void)
 							1000, 1, 1000000000,
 							PGC_USERSET, 0,
 							NULL, NULL, NULL);
+	DefineCustomBoolVariable("stream_seq.notify",
+							 "Sends NOTIFY stream_seq with the table name when a transaction that wrote a stream commits.",
+							 "Off by default: PostgreSQL serializes the commits of notifying transactions.",
+							 &stream_seq_notify,
+							 false,
+							 PGC_USERSET, 0,
+							 NULL, NULL, NULL);
 	MarkGUCPrefixReserved("stream_seq");
 
 	stream_catalog_init();

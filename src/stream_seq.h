@@ -27,6 +27,7 @@
 extern int	stream_seq_max_streams;
 extern int	stream_seq_max_tracked_xacts;
 extern int	stream_seq_head_interval;
+extern bool stream_seq_notify;
 
 /* State of one tracked transaction. */
 typedef enum StreamEntryState
@@ -133,9 +134,15 @@ extern void stream_refill_block(StreamRef *ref);
 extern void stream_catalog_init(void);
 extern void stream_catalog_insert(Oid relid, Name column, Oid head_seq);
 extern void stream_catalog_delete(Oid relid);
+extern uint64 stream_catalog_exec(const char *sql, int nargs, Oid *argtypes,
+								  Datum *values, int64 *row, int ncols,
+								  bool *found);
 
 /* horizon.c */
-extern int64 stream_compute_horizon(StreamRef *ref, Snapshot snapshot);
+extern int64 stream_compute_horizon(StreamRef *ref, Snapshot snapshot,
+									bool *held_by_flush);
+extern int64 stream_statement_horizon(StreamRef *ref);
+extern void stream_check_select(Oid relid);
 extern void stream_horizon_reset_cache(void);
 
 /* assign.c */
