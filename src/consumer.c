@@ -164,6 +164,7 @@ stream_seq_drop_consumer(PG_FUNCTION_ARGS)
 	Datum		values[2];
 	Oid			owner;
 
+	(void) stream_lookup(relid, false);
 	(void) consumer_lookup(relid, consumer, true, &owner);
 	check_consumer_owner(relid, consumer, owner);
 
@@ -186,6 +187,7 @@ stream_seq_position(PG_FUNCTION_ARGS)
 	Oid			relid = PG_GETARG_OID(0);
 	char	   *consumer = text_to_cstring(PG_GETARG_TEXT_PP(1));
 
+	(void) stream_lookup(relid, false);
 	stream_check_select(relid);
 	PG_RETURN_INT64(consumer_lookup(relid, consumer, false, NULL));
 }

@@ -1,0 +1,115 @@
+-- Consumers: positions, advance, read, wait, and every error
+CREATE EXTENSION IF NOT EXISTS stream_seq;
+SET client_min_messages = warning;
+\set SHOW_CONTEXT never
+
+CREATE TABLE ev (payload text, n int);
+SELECT stream_seq.enable('ev');
+INSERT INTO ev SELECT 'e' || g, g FROM generate_series(1, 5) g;
+
+SELECT stream_seq.create_consumer('ev', 'billing');
+SELECT stream_seq.create_consumer('ev', 'audit', 3);
+SELECT stream_seq.position('ev', 'billing'), stream_seq.position('ev', 'audit');
+
+-- read(): the next page after the position, below the horizon, in order
+SELECT * FROM stream_seq.read('ev', 'billing', 2);
+SELECT * FROM stream_seq.read('ev', 'audit');
+SELECT "row"->>'payload' AS payload FROM stream_seq.read('ev', 'billing', 100);
+
+-- advance() is transactional: rolled back with the caller's work
+CREATE TABLE applied (seq bigint);
+BEGIN;
+INSERT INTO applied SELECT seq FROM stream_seq.read('ev', 'billing', 2);
+SELECT stream_seq.advance('ev', 'billing', (SELECT max(seq) FROM applied));
+ROLLBACK;
+SELECT stream_seq.position('ev', 'billing'), count(*) AS applied FROM applied;
+BEGIN;
+INSERT INTO applied SELECT seq FROM stream_seq.read('ev', 'billing', 2);
+SELECT stream_seq.advance('ev', 'billing', (SELECT max(seq) FROM applied));
+COMMIT;
+SELECT stream_seq.position('ev', 'billing'), count(*) AS applied FROM applied;
+SELECT * FROM stream_seq.read('ev', 'billing', 2);
+
+-- the view
+SELECT stream, consumer, position, lag, since_advance >= '0' AS recent
+  FROM stream_seq.consumers ORDER BY consumer;
+
+-- errors: backwards, at or past the horizon, unknown stream or consumer,
+-- duplicates, bad arguments
+SELECT stream_seq.advance('ev', 'billing', 1);
+\echo :LAST_ERROR_SQLSTATE
+SELECT stream_seq.advance('ev', 'billing', stream_seq.horizon('ev'));
+\echo :LAST_ERROR_SQLSTATE
+SELECT stream_seq.advance('ev', 'billing', stream_seq.horizon('ev') - 1);
+SELECT stream_seq.advance('ev', 'billing', stream_seq.horizon('ev') - 1);
+SELECT stream_seq.advance('ev', 'nobody', 1);
+\echo :LAST_ERROR_SQLSTATE
+SELECT stream_seq.position('ev', 'nobody');
+\echo :LAST_ERROR_SQLSTATE
+SELECT * FROM stream_seq.read('ev', 'nobody');
+\echo :LAST_ERROR_SQLSTATE
+SELECT stream_seq.drop_consumer('ev', 'nobody');
+\echo :LAST_ERROR_SQLSTATE
+SELECT stream_seq.create_consumer('ev', 'billing');
+\echo :LAST_ERROR_SQLSTATE
+SELECT stream_seq.create_consumer('ev', '');
+\echo :LAST_ERROR_SQLSTATE
+SELECT stream_seq.create_consumer('ev', 'future', 1000);
+\echo :LAST_ERROR_SQLSTATE
+SELECT * FROM stream_seq.read('ev', 'billing', 0);
+\echo :LAST_ERROR_SQLSTATE
+CREATE TABLE plain (x int);
+SELECT stream_seq.create_consumer('plain', 'c');
+\echo :LAST_ERROR_SQLSTATE
+SELECT stream_seq.position('plain', 'c');
+\echo :LAST_ERROR_SQLSTATE
+SELECT stream_seq.wait('ev', 0, '-1 s');
+\echo :LAST_ERROR_SQLSTATE
+SELECT stream_seq.position('ev', NULL);
+
+-- wait(): returns at once when rows after the position are readable, and
+-- after the timeout otherwise, with the horizon either way
+SELECT stream_seq.wait('ev', 0, '10 s') = stream_seq.horizon('ev');
+SELECT stream_seq.wait('ev', stream_seq.horizon('ev') - 1, '50 ms')
+       = stream_seq.horizon('ev');
+BEGIN ISOLATION LEVEL REPEATABLE READ;
+SELECT stream_seq.wait('ev', 0, '1 s');
+\echo :LAST_ERROR_SQLSTATE
+ROLLBACK;
+
+-- privileges: create needs SELECT; the creator owns its consumer; others
+-- may neither advance nor drop it; the catalog is not writable directly
+CREATE ROLE consumer_a;
+CREATE ROLE consumer_b;
+GRANT USAGE ON SCHEMA stream_seq TO consumer_a, consumer_b;
+SET ROLE consumer_a;
+SELECT stream_seq.create_consumer('ev', 'a');
+\echo :LAST_ERROR_SQLSTATE
+SELECT * FROM stream_seq.read('ev', 'billing');
+\echo :LAST_ERROR_SQLSTATE
+RESET ROLE;
+GRANT SELECT ON ev TO consumer_a, consumer_b;
+SET ROLE consumer_a;
+SELECT stream_seq.create_consumer('ev', 'a');
+SELECT stream_seq.advance('ev', 'a', 2);
+SELECT consumer, position FROM stream_seq.consumers ORDER BY consumer;
+UPDATE stream_seq.consumer SET position = 0;
+\echo :LAST_ERROR_SQLSTATE
+RESET ROLE;
+SET ROLE consumer_b;
+SELECT stream_seq.advance('ev', 'a', 3);
+\echo :LAST_ERROR_SQLSTATE
+SELECT stream_seq.drop_consumer('ev', 'a');
+\echo :LAST_ERROR_SQLSTATE
+SELECT stream_seq.position('ev', 'a');
+RESET ROLE;
+-- the table owner may move any consumer of its table
+SELECT stream_seq.advance('ev', 'a', 3);
+SELECT stream_seq.drop_consumer('ev', 'a');
+
+-- disable() removes the stream's consumers
+SELECT stream_seq.disable('ev');
+SELECT count(*) FROM stream_seq.consumer;
+DROP TABLE ev, applied, plain;
+REVOKE ALL ON SCHEMA stream_seq FROM consumer_a, consumer_b;
+DROP ROLE consumer_a, consumer_b;
