@@ -8,10 +8,11 @@ CREATE TABLE stream_seq.stream (
     relid regclass PRIMARY KEY,
     seq_column name NOT NULL,
     head_seq regclass NOT NULL,
+    trimmed_before bigint NOT NULL DEFAULT 1,
     enabled_at timestamptz NOT NULL DEFAULT pg_catalog.now()
 );
 COMMENT ON TABLE stream_seq.stream IS
-  'stream tables: the numbered column and the sequence recording the head';
+  'stream tables: the numbered column, the sequence recording the head, and where trimming left the start';
 REVOKE ALL ON stream_seq.stream FROM PUBLIC;
 GRANT SELECT ON stream_seq.stream TO PUBLIC;
 SELECT pg_catalog.pg_extension_config_dump('stream_seq.stream', '');
@@ -244,6 +245,7 @@ COMMENT ON FUNCTION stream_seq.disable(regclass) IS
 CREATE VIEW stream_seq.streams AS
 SELECT s.relid AS stream,
        s.seq_column,
+       s.trimmed_before AS first,
        st.head,
        st.horizon,
        st.committing,
@@ -317,12 +319,22 @@ AS $$
 DECLARE
     after bigint := stream_seq.position(stream, consumer);
     col name;
+    first_kept bigint;
 BEGIN
     IF max_rows IS NULL OR max_rows < 1 THEN
         RAISE EXCEPTION 'max_rows must be at least 1'
           USING ERRCODE = 'invalid_parameter_value';
     END IF;
-    SELECT s.seq_column INTO col FROM stream_seq.stream s WHERE s.relid = stream;
+    SELECT s.seq_column, s.trimmed_before INTO col, first_kept
+      FROM stream_seq.stream s WHERE s.relid = stream;
+    IF after < first_kept - 1 THEN
+        RAISE EXCEPTION 'rows after position % of consumer "%" were trimmed from stream table "%"',
+              after, consumer, stream
+          USING ERRCODE = 'object_not_in_prerequisite_state',
+                DETAIL = format('The stream now starts at %s.', first_kept),
+                HINT = format('To skip the trimmed rows, run SELECT stream_seq.advance(%L, %L, %s).',
+                              stream::text, consumer, first_kept - 1);
+    END IF;
     RETURN QUERY EXECUTE format(
         'SELECT t.%1$I, pg_catalog.to_jsonb(t) FROM %2$s t '
         ' WHERE t.%1$I > $1 AND t.%1$I < stream_seq.horizon($3) '
@@ -353,3 +365,79 @@ SELECT c.stream,
 COMMENT ON VIEW stream_seq.consumers IS
   'consumers of the streams the caller may read, with their lag in numbers';
 GRANT SELECT ON stream_seq.consumers TO PUBLIC;
+
+CREATE FUNCTION stream_seq._record_trim(stream regclass, before bigint)
+  RETURNS void
+  AS 'MODULE_PATHNAME', 'stream_seq_record_trim'
+  LANGUAGE C STRICT VOLATILE;
+
+CREATE FUNCTION stream_seq.first(stream regclass) RETURNS bigint
+  LANGUAGE plpgsql STABLE
+  SET search_path = pg_catalog, pg_temp
+AS $$
+DECLARE
+    result bigint;
+BEGIN
+    SELECT s.trimmed_before INTO result FROM stream_seq.stream s WHERE s.relid = stream;
+    IF NOT FOUND THEN
+        RAISE EXCEPTION 'table "%" is not a stream table', stream
+          USING ERRCODE = 'wrong_object_type',
+                HINT = 'Use stream_seq.enable() to make it one.';
+    END IF;
+    RETURN result;
+END;
+$$;
+COMMENT ON FUNCTION stream_seq.first(regclass) IS
+  'where the retained stream starts: rows below it were trimmed';
+
+/*
+ * trim(stream, before, force): delete the rows numbered below "before".
+ * Never at or above the horizon; never past the slowest consumer unless
+ * forced.  Runs as the caller, who needs DELETE on the table.
+ */
+CREATE FUNCTION stream_seq.trim(stream regclass, before bigint,
+                                force boolean DEFAULT false)
+  RETURNS bigint
+  LANGUAGE plpgsql
+  SET search_path = pg_catalog, pg_temp
+AS $$
+DECLARE
+    col name;
+    current_horizon bigint;
+    slowest record;
+    deleted bigint;
+BEGIN
+    SELECT s.seq_column INTO col FROM stream_seq.stream s WHERE s.relid = stream;
+    IF NOT FOUND THEN
+        RAISE EXCEPTION 'table "%" is not a stream table', stream
+          USING ERRCODE = 'wrong_object_type',
+                HINT = 'Use stream_seq.enable() to make it one.';
+    END IF;
+    current_horizon := stream_seq.horizon(stream);
+    IF before > current_horizon THEN
+        RAISE EXCEPTION 'cannot trim stream table "%" up to %', stream, before
+          USING ERRCODE = 'invalid_parameter_value',
+                DETAIL = format('The horizon is %s; rows at or above it may not have been read yet.',
+                                current_horizon);
+    END IF;
+    IF NOT force THEN
+        SELECT c.consumer, c.position INTO slowest
+          FROM stream_seq.consumers c
+         WHERE c.stream = trim.stream
+         ORDER BY c.position LIMIT 1;
+        IF FOUND AND before > slowest.position + 1 THEN
+            RAISE EXCEPTION 'cannot trim stream table "%" past consumer "%"',
+                  stream, slowest.consumer
+              USING ERRCODE = 'object_not_in_prerequisite_state',
+                    DETAIL = format('The consumer has finished up to %s.', slowest.position),
+                    HINT = 'Advance or drop the consumer, or pass force => true.';
+        END IF;
+    END IF;
+    PERFORM stream_seq._record_trim(stream, before);
+    EXECUTE format('DELETE FROM %s WHERE %I < $1', stream, col) USING before;
+    GET DIAGNOSTICS deleted = ROW_COUNT;
+    RETURN deleted;
+END;
+$$;
+COMMENT ON FUNCTION stream_seq.trim(regclass, bigint, boolean) IS
+  'delete the rows numbered below "before"; returns how many';

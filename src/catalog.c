@@ -227,42 +227,60 @@ run_as_owner(StreamRef *ref, Oid *save_userid, int *save_sec_context)
 }
 
 /*
- * table_max_number
- *		Highest number in the stream's table, read through its unique index
- *		with the latest snapshot; PG_INT64_MIN if there is none.
+ * read_stream_state
+ *		What the table and the catalog say after a start, read with the
+ *		latest snapshot: the highest number in the table (PG_INT64_MIN if
+ *		none, found through the unique index), the end of the numbers the
+ *		head sequence records as handed out, and where trimming left the
+ *		stream's start.
  */
-static int64
-table_max_number(StreamRef *ref)
+static void
+read_stream_state(StreamRef *ref, int64 *max_number, int64 *recorded_end,
+				  int64 *first)
 {
 	Oid			save_userid;
 	int			save_sec_context;
 	char	   *query;
 	SPIPlanPtr	plan;
-	int64		result = PG_INT64_MIN;
+	HeapTuple	row;
+	TupleDesc	desc;
 	bool		isnull;
 	Datum		value;
+	Oid			argtypes[1] = {OIDOID};
+	Datum		args[1];
 
 	run_as_owner(ref, &save_userid, &save_sec_context);
 	if (SPI_connect() != SPI_OK_CONNECT)
 		elog(ERROR, "SPI_connect failed");
-	query = psprintf("SELECT max(%s) FROM %s",
+	query = psprintf("SELECT (SELECT max(%s) FROM %s), "
+					 "CASE WHEN h.is_called THEN h.last_value + %lld ELSE h.last_value END, "
+					 "(SELECT s.trimmed_before FROM stream_seq.stream s WHERE s.relid = $1) "
+					 "FROM %s h",
 					 quote_identifier(get_attname(ref->relid, ref->seq_attnum,
 												  false)),
 					 quote_qualified_identifier(get_namespace_name(get_rel_namespace(ref->relid)),
-												get_rel_name(ref->relid)));
-	plan = SPI_prepare(query, 0, NULL);
+												get_rel_name(ref->relid)),
+					 (long long) ref->head_interval,
+					 quote_qualified_identifier(get_namespace_name(get_rel_namespace(ref->head_seq)),
+												get_rel_name(ref->head_seq)));
+	plan = SPI_prepare(query, 1, argtypes);
 	if (plan == NULL)
 		elog(ERROR, "SPI_prepare failed for \"%s\"", query);
-	if (SPI_execute_snapshot(plan, NULL, NULL, GetLatestSnapshot(),
-							 InvalidSnapshot, true, false, 1) != SPI_OK_SELECT)
+	args[0] = ObjectIdGetDatum(ref->relid);
+	if (SPI_execute_snapshot(plan, args, NULL, GetLatestSnapshot(),
+							 InvalidSnapshot, true, false, 1) != SPI_OK_SELECT ||
+		SPI_processed != 1)
 		elog(ERROR, "SPI_execute_snapshot failed for \"%s\"", query);
-	value = SPI_getbinval(SPI_tuptable->vals[0], SPI_tuptable->tupdesc, 1,
-						  &isnull);
-	if (!isnull)
-		result = DatumGetInt64(value);
+	row = SPI_tuptable->vals[0];
+	desc = SPI_tuptable->tupdesc;
+	value = SPI_getbinval(row, desc, 1, &isnull);
+	*max_number = isnull ? PG_INT64_MIN : DatumGetInt64(value);
+	value = SPI_getbinval(row, desc, 2, &isnull);
+	*recorded_end = isnull ? PG_INT64_MIN : DatumGetInt64(value);
+	value = SPI_getbinval(row, desc, 3, &isnull);
+	*first = isnull ? 1 : DatumGetInt64(value);
 	SPI_finish();
 	SetUserIdAndSecContext(save_userid, save_sec_context);
-	return result;
 }
 
 /*
@@ -273,14 +291,48 @@ table_max_number(StreamRef *ref)
  *		above every number recorded before.  Until then, horizons are
  *		computed from the table's maximum, which is safe because no number
  *		has been handed out since the start.
+ *
+ *		The recorded head is verified against the table.  One behind the
+ *		table is reported here and moved forward by the first refill.  One
+ *		ahead of the table by more than a block (the most a crash can leave
+ *		unused) is reported too, but kept: rows above the table's maximum
+ *		may have been deleted, and moving the head back could hand their
+ *		numbers out again.
  */
 void
 stream_initialize_counter(StreamRef *ref)
 {
-	int64		max_number = table_max_number(ref);
-	int64		start = (max_number == PG_INT64_MIN) ? 1 : max_number + 1;
-	StreamSlot *slot = stream_slot_lock(ref, LW_EXCLUSIVE);
+	int64		max_number;
+	int64		recorded_end;
+	int64		first;
+	int64		start;
+	int64		explained;
+	StreamSlot *slot;
 
+	read_stream_state(ref, &max_number, &recorded_end, &first);
+	start = (max_number == PG_INT64_MIN) ? 1 : max_number + 1;
+	explained = Max(start, first);
+
+	if (recorded_end < start)
+		ereport(WARNING,
+				(errcode(ERRCODE_DATA_CORRUPTED),
+				 errmsg("recorded head of stream table \"%s\" is behind its rows",
+						get_rel_name(ref->relid)),
+				 errdetail("Head sequence \"%s\" records numbers below " INT64_FORMAT " but the table holds number " INT64_FORMAT ".",
+						   get_rel_name(ref->head_seq), recorded_end,
+						   max_number),
+				 errhint("The head is rebuilt from the table before the next number is handed out.")));
+	else if (recorded_end > explained + ref->head_interval)
+		ereport(WARNING,
+				(errcode(ERRCODE_DATA_CORRUPTED),
+				 errmsg("recorded head of stream table \"%s\" is ahead of its rows",
+						get_rel_name(ref->relid)),
+				 errdetail("Head sequence \"%s\" records numbers below " INT64_FORMAT ", more than one block of " INT64_FORMAT " above the stream's rows, which end below " INT64_FORMAT ".",
+						   get_rel_name(ref->head_seq), recorded_end,
+						   ref->head_interval, explained),
+				 errhint("New numbers continue above the recorded head: rows above the table's highest number may have been deleted, and their numbers are never handed out again.")));
+
+	slot = stream_slot_lock(ref, LW_EXCLUSIVE);
 	if (!slot->initialized)
 	{
 		slot->next = start;
@@ -325,12 +377,11 @@ stream_refill_block(StreamRef *ref)
 	block = nextval_internal(ref->head_seq, false);
 	if (block + ref->head_interval <= next)
 	{
-		ereport(WARNING,
-				(errmsg("recorded head of stream table \"%s\" is behind its numbers",
-						get_rel_name(ref->relid)),
-				 errdetail("The head sequence gave block " INT64_FORMAT " but numbers up to " INT64_FORMAT " were handed out.",
-						   block, next - 1),
-				 errhint("The head sequence is being moved forward.")));
+		ereport(LOG,
+				(errmsg("moving recorded head of stream table \"%s\" forward to " INT64_FORMAT,
+						get_rel_name(ref->relid), next),
+				 errdetail("Head sequence \"%s\" gave block " INT64_FORMAT ", below numbers already in use.",
+						   get_rel_name(ref->head_seq), block)));
 		DirectFunctionCall3(setval3_oid, ObjectIdGetDatum(ref->head_seq),
 							Int64GetDatum(next), BoolGetDatum(false));
 		block = nextval_internal(ref->head_seq, false);

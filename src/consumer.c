@@ -28,6 +28,7 @@ PG_FUNCTION_INFO_V1(stream_seq_create_consumer);
 PG_FUNCTION_INFO_V1(stream_seq_drop_consumer);
 PG_FUNCTION_INFO_V1(stream_seq_position);
 PG_FUNCTION_INFO_V1(stream_seq_advance);
+PG_FUNCTION_INFO_V1(stream_seq_record_trim);
 
 /*
  * report_unknown_consumer
@@ -118,10 +119,19 @@ stream_seq_create_consumer(PG_FUNCTION_ARGS)
 	Oid			argtypes[4] = {REGCLASSOID, TEXTOID, INT8OID, OIDOID};
 	Datum		values[4];
 	int64		dummy;
+	int64		first_kept;
 	bool		exists;
 
 	stream_check_select(relid);
 	check_consumer_name(consumer);
+
+	/* a consumer placed before the retained stream starts at its beginning */
+	values[0] = ObjectIdGetDatum(relid);
+	stream_catalog_exec("SELECT trimmed_before - 1 FROM stream_seq.stream "
+						"WHERE relid = $1", 1, argtypes, values,
+						&first_kept, 1, &exists);
+	if (exists && start_after < first_kept)
+		start_after = first_kept;
 
 	horizon = stream_statement_horizon(ref);
 	if (start_after >= horizon)
@@ -240,5 +250,34 @@ stream_seq_advance(PG_FUNCTION_ARGS)
 						"SET position = $3, advanced_at = pg_catalog.now() "
 						"WHERE stream = $1 AND consumer = $2",
 						3, argtypes, values, NULL, 0, NULL);
+	PG_RETURN_VOID();
+}
+
+/*
+ * stream_seq_record_trim
+ *		SQL: _record_trim(stream, before), called by trim() before it deletes:
+ *		records in the catalog where the retained stream now starts.  Needs
+ *		DELETE on the table, like the deletion itself.
+ */
+Datum
+stream_seq_record_trim(PG_FUNCTION_ARGS)
+{
+	Oid			relid = PG_GETARG_OID(0);
+	int64		before = PG_GETARG_INT64(1);
+	Oid			argtypes[2] = {REGCLASSOID, INT8OID};
+	Datum		values[2];
+	AclResult	aclresult;
+
+	(void) stream_lookup(relid, false);
+	aclresult = pg_class_aclcheck(relid, GetUserId(), ACL_DELETE);
+	if (aclresult != ACLCHECK_OK)
+		aclcheck_error(aclresult, OBJECT_TABLE, get_rel_name(relid));
+
+	values[0] = ObjectIdGetDatum(relid);
+	values[1] = Int64GetDatum(before);
+	stream_catalog_exec("UPDATE stream_seq.stream "
+						"SET trimmed_before = greatest(trimmed_before, $2) "
+						"WHERE relid = $1",
+						2, argtypes, values, NULL, 0, NULL);
 	PG_RETURN_VOID();
 }

@@ -57,13 +57,40 @@ startup_shmem(void)
 
 /*
  * _PG_init
- *		Define the settings; when preloaded, hook shared memory set-up.
- *		Callbacks and the backend cache are set up in every case: they do
- *		nothing until a stream is used, which needs the shared state.
+ *		Define the settings; when preloaded, also those that size shared
+ *		memory, and hook its set-up.  Callbacks and the backend cache are
+ *		set up in every case: they do nothing until a stream is used, which
+ *		needs the shared state.
  */
 void
 _PG_init(void)
 {
+	DefineCustomIntVariable("stream_seq.head_interval",
+							"Stream numbers recorded durably at a time, for streams enabled from now on.",
+							"The head of each stream is written to its head sequence once per this many numbers.",
+							&stream_seq_head_interval,
+							1000, 1, 1000000000,
+							PGC_USERSET, 0,
+							NULL, NULL, NULL);
+	DefineCustomBoolVariable("stream_seq.notify",
+							 "Sends NOTIFY stream_seq with the table name when a transaction that wrote a stream commits.",
+							 "Off by default: PostgreSQL serializes the commits of notifying transactions.",
+							 &stream_seq_notify,
+							 false,
+							 PGC_USERSET, 0,
+							 NULL, NULL, NULL);
+	stream_catalog_init();
+	stream_assign_init();
+
+	/*
+	 * Settings that size shared memory exist only when preloaded: a
+	 * PGC_POSTMASTER setting cannot be defined after startup.  The prefix
+	 * is reserved after the last definition, as reserving it drops any
+	 * stream_seq.* placeholder not yet defined.
+	 */
+	if (!process_shared_preload_libraries_in_progress)
+		return;
+
 	DefineCustomIntVariable("stream_seq.max_streams",
 							"Maximum number of stream tables in use at once, across all databases.",
 							NULL,
@@ -79,27 +106,7 @@ _PG_init(void)
 							1024, 16, 1048576,
 							PGC_POSTMASTER, 0,
 							NULL, NULL, NULL);
-	DefineCustomIntVariable("stream_seq.head_interval",
-							"Stream numbers recorded durably at a time, for streams enabled from now on.",
-							"The head of each stream is written to its head sequence once per this many numbers.",
-							&stream_seq_head_interval,
-							1000, 1, 1000000000,
-							PGC_USERSET, 0,
-							NULL, NULL, NULL);
-	DefineCustomBoolVariable("stream_seq.notify",
-							 "Sends NOTIFY stream_seq with the table name when a transaction that wrote a stream commits.",
-							 "Off by default: PostgreSQL serializes the commits of notifying transactions.",
-							 &stream_seq_notify,
-							 false,
-							 PGC_USERSET, 0,
-							 NULL, NULL, NULL);
 	MarkGUCPrefixReserved("stream_seq");
-
-	stream_catalog_init();
-	stream_assign_init();
-
-	if (!process_shared_preload_libraries_in_progress)
-		return;
 
 	prev_shmem_request_hook = shmem_request_hook;
 	shmem_request_hook = request_shmem;

@@ -1,6 +1,6 @@
 -- Consumers: positions, advance, read, wait, and every error
-CREATE EXTENSION IF NOT EXISTS stream_seq;
 SET client_min_messages = warning;
+CREATE EXTENSION IF NOT EXISTS stream_seq;
 \set SHOW_CONTEXT never
 
 CREATE TABLE ev (payload text, n int);

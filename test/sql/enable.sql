@@ -1,6 +1,6 @@
 -- enable() and disable(): the SQL surface and every bad input
-CREATE EXTENSION IF NOT EXISTS stream_seq;
 SET client_min_messages = warning;
+CREATE EXTENSION IF NOT EXISTS stream_seq;
 \set SHOW_CONTEXT never
 
 -- an ordinary table gets the column and a unique index

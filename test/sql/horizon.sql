@@ -1,6 +1,6 @@
 -- horizon(): values, use in queries, privileges
-CREATE EXTENSION IF NOT EXISTS stream_seq;
 SET client_min_messages = warning;
+CREATE EXTENSION IF NOT EXISTS stream_seq;
 \set SHOW_CONTEXT never
 
 CREATE TABLE h (payload text);

@@ -1,6 +1,6 @@
 -- Writing to stream tables: numbers at commit, every kind of write
-CREATE EXTENSION IF NOT EXISTS stream_seq;
 SET client_min_messages = warning;
+CREATE EXTENSION IF NOT EXISTS stream_seq;
 \set SHOW_CONTEXT never
 
 CREATE TABLE w (id int PRIMARY KEY, payload text);
