@@ -3,7 +3,7 @@
 EXTENSION    = stream_seq
 MODULE_big   = stream_seq
 OBJS         = src/stream_seq.o src/shmem.o src/catalog.o src/horizon.o src/assign.o \
-               src/consumer.o src/wait.o
+               src/consumer.o src/wait.o src/lifecycle.o
 DATA         = $(wildcard sql/$(EXTENSION)--*.sql)
 PGFILEDESC   = "stream_seq - gap-safe stream tables"
 

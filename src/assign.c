@@ -534,6 +534,20 @@ stream_seq_register(PG_FUNCTION_ARGS)
 }
 
 /*
+ * stream_release_at_commit
+ *		Free the shared slot of a stream if and when the current transaction
+ *		commits (the stream was disabled or its table dropped).
+ */
+void
+stream_release_at_commit(Oid relid)
+{
+	MemoryContext oldcxt = MemoryContextSwitchTo(TopTransactionContext);
+
+	released_streams = lappend_oid(released_streams, relid);
+	MemoryContextSwitchTo(oldcxt);
+}
+
+/*
  * stream_seq_unregister
  *		SQL: _unregister(stream regclass), the last step of disable():
  *		removes the catalog row; the stream's slot is freed if and when the
@@ -543,7 +557,6 @@ Datum
 stream_seq_unregister(PG_FUNCTION_ARGS)
 {
 	Oid			relid = PG_GETARG_OID(0);
-	MemoryContext oldcxt;
 
 	if (!pg_class_ownercheck(relid, GetUserId()))
 		aclcheck_error(ACLCHECK_NOT_OWNER, OBJECT_TABLE, get_rel_name(relid));
@@ -551,8 +564,6 @@ stream_seq_unregister(PG_FUNCTION_ARGS)
 
 	stream_catalog_delete(relid);
 	CacheInvalidateRelcacheByRelid(relid);
-	oldcxt = MemoryContextSwitchTo(TopTransactionContext);
-	released_streams = lappend_oid(released_streams, relid);
-	MemoryContextSwitchTo(oldcxt);
+	stream_release_at_commit(relid);
 	PG_RETURN_VOID();
 }

@@ -286,7 +286,8 @@ read_stream_state(StreamRef *ref, int64 *max_number, int64 *recorded_end,
 /*
  * stream_initialize_counter
  *		Start the counter of a stream after a server start (or enable()):
- *		next = the table's maximum + 1, with no recorded block yet, so the
+ *		next = the table's maximum + 1 (or the point the stream was trimmed
+ *		or truncated to, if higher), with no recorded block yet, so the
  *		first reservation fetches a block from the head sequence and jumps
  *		above every number recorded before.  Until then, horizons are
  *		computed from the table's maximum, which is safe because no number
@@ -312,6 +313,8 @@ stream_initialize_counter(StreamRef *ref)
 	read_stream_state(ref, &max_number, &recorded_end, &first);
 	start = (max_number == PG_INT64_MIN) ? 1 : max_number + 1;
 	explained = Max(start, first);
+	/* numbers below the trim point were handed out, even if none remain */
+	start = explained;
 
 	if (recorded_end < start)
 		ereport(WARNING,

@@ -34,6 +34,7 @@
 PG_FUNCTION_INFO_V1(stream_seq_horizon);
 PG_FUNCTION_INFO_V1(stream_seq_head);
 PG_FUNCTION_INFO_V1(stream_seq_status);
+PG_FUNCTION_INFO_V1(stream_seq_holders);
 
 /*
  * One remembered horizon: the stream, the snapshot it was computed for
@@ -150,12 +151,14 @@ horizon_cache_store(Oid relid, Snapshot snapshot, int64 horizon)
  *		or finished but its outcome is not yet recorded, or committed but
  *		its commit record is not yet flushed (a crash could take it back).
  *		The caller's own entries are skipped: its rows are visible to it.
- *		If "held_by_flush" is given, it says whether the value is held back
- *		by a commit record not yet flushed (no commit will signal when that
- *		changes, so a waiter has to look again soon).
+ *		If "visible_horizon" is given, it gets the horizon by visibility
+ *		alone; where it is higher, commit records not yet flushed hold the
+ *		result back (no commit will signal when that changes, so a waiter
+ *		has to look again soon).
  */
 int64
-stream_compute_horizon(StreamRef *ref, Snapshot snapshot, bool *held_by_flush)
+stream_compute_horizon(StreamRef *ref, Snapshot snapshot,
+					   int64 *visible_horizon)
 {
 	StreamSlot *slot;
 	int64		horizon;
@@ -219,8 +222,8 @@ stream_compute_horizon(StreamRef *ref, Snapshot snapshot, bool *held_by_flush)
 		}
 	}
 	LWLockRelease(slot->lock);
-	if (held_by_flush != NULL)
-		*held_by_flush = durable_horizon < horizon;
+	if (visible_horizon != NULL)
+		*visible_horizon = horizon;
 	return durable_horizon;
 }
 
@@ -328,10 +331,11 @@ stream_seq_status(PG_FUNCTION_ARGS)
 	Oid			relid = PG_GETARG_OID(0);
 	StreamRef  *ref = stream_lookup(relid, false);
 	TupleDesc	tupdesc;
-	Datum		values[9];
-	bool		nulls[9];
+	Datum		values[10];
+	bool		nulls[10];
 	StreamSlot *slot;
 	int64		horizon;
+	int64		visible_horizon;
 	int			holding = 0;
 	int			oldest = -1;
 	int			i;
@@ -340,7 +344,8 @@ stream_seq_status(PG_FUNCTION_ARGS)
 		elog(ERROR, "return type must be a row type");
 	memset(nulls, 0, sizeof(nulls));
 
-	horizon = stream_compute_horizon(ref, statement_snapshot(), NULL);
+	horizon = stream_compute_horizon(ref, statement_snapshot(),
+									 &visible_horizon);
 
 	slot = stream_slot_lock(ref, LW_SHARED);
 	for (i = 0; i < slot->nentries; i++)
@@ -368,7 +373,63 @@ stream_seq_status(PG_FUNCTION_ARGS)
 	values[6] = Int32GetDatum(slot->nentries);
 	values[7] = Int64GetDatum((int64) slot->evictions);
 	values[8] = Int64GetDatum((int64) slot->assigned_xacts);
+	values[9] = Int64GetDatum(visible_horizon);
 	LWLockRelease(slot->lock);
 
 	PG_RETURN_DATUM(HeapTupleGetDatum(heap_form_tuple(tupdesc, values, nulls)));
+}
+
+/*
+ * stream_seq_holders
+ *		SQL: _holders() RETURNS SETOF record: every tracked transaction of
+ *		every stream of this database that still holds its stream's horizon
+ *		back for new snapshots: still committing, or committed with its
+ *		commit record not yet flushed.  Behind the stream_seq.holders view.
+ */
+Datum
+stream_seq_holders(PG_FUNCTION_ARGS)
+{
+	ReturnSetInfo *rsinfo = (ReturnSetInfo *) fcinfo->resultinfo;
+	XLogRecPtr	flushed;
+	int			slotno;
+
+	stream_check_preloaded();
+	InitMaterializedSRF(fcinfo, 0);
+	flushed = GetFlushRecPtr(NULL);
+
+	for (slotno = 0; slotno < stream_seq_max_streams; slotno++)
+	{
+		StreamSlot *slot = stream_slot_get(slotno);
+		int			i;
+
+		LWLockAcquire(slot->lock, LW_SHARED);
+		if (!slot->in_use || slot->dboid != MyDatabaseId)
+		{
+			LWLockRelease(slot->lock);
+			continue;
+		}
+		for (i = 0; i < slot->nentries; i++)
+		{
+			StreamEntry *e = &slot->entries[i];
+			Datum		values[7];
+			bool		nulls[7] = {0};
+
+			if (e->state == ENTRY_ABORTED ||
+				(e->state == ENTRY_COMMITTED && e->commit_end <= flushed))
+				continue;
+			values[0] = ObjectIdGetDatum(slot->relid);
+			values[1] = Int32GetDatum(e->pid);
+			values[2] = TransactionIdGetDatum(e->xid);
+			values[3] = Int64GetDatum(e->lo);
+			values[4] = Int64GetDatum(e->hi - e->lo);
+			values[5] = CStringGetTextDatum(e->state == ENTRY_ASSIGNED ?
+											"committing" :
+											"committed, not yet flushed");
+			values[6] = TimestampTzGetDatum(e->assigned_at);
+			tuplestore_putvalues(rsinfo->setResult, rsinfo->setDesc,
+								 values, nulls);
+		}
+		LWLockRelease(slot->lock);
+	}
+	return (Datum) 0;
 }

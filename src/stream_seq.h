@@ -140,7 +140,7 @@ extern uint64 stream_catalog_exec(const char *sql, int nargs, Oid *argtypes,
 
 /* horizon.c */
 extern int64 stream_compute_horizon(StreamRef *ref, Snapshot snapshot,
-									bool *held_by_flush);
+									int64 *visible_horizon);
 extern int64 stream_statement_horizon(StreamRef *ref);
 extern void stream_check_select(Oid relid);
 extern void stream_horizon_reset_cache(void);
@@ -148,5 +148,6 @@ extern void stream_horizon_reset_cache(void);
 /* assign.c */
 extern void stream_assign_init(void);
 extern bool stream_xact_computed_horizon;
+extern void stream_release_at_commit(Oid relid);
 
 #endif							/* STREAM_SEQ_H */

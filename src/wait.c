@@ -77,13 +77,13 @@ stream_seq_wait(PG_FUNCTION_ARGS)
 	slot = stream_slot_get(ref->slotno);
 	for (;;)
 	{
-		bool		held_by_flush;
+		int64		visible_horizon;
 		long		sleep_ms;
 		TimestampTz now;
 
 		ConditionVariablePrepareToSleep(&slot->advanced);
 		horizon = stream_compute_horizon(ref, GetLatestSnapshot(),
-										 &held_by_flush);
+										 &visible_horizon);
 		if (horizon > after + 1)
 			break;
 
@@ -92,7 +92,7 @@ stream_seq_wait(PG_FUNCTION_ARGS)
 			break;
 		sleep_ms = (long) Min(TimestampDifferenceMilliseconds(now, deadline),
 							  (int64) INT_MAX);
-		if (held_by_flush)
+		if (visible_horizon > horizon)	/* waiting for a WAL flush */
 			sleep_ms = Min(sleep_ms, FLUSH_RECHECK_MS);
 		(void) ConditionVariableTimedSleep(&slot->advanced, Max(sleep_ms, 1),
 										   PG_WAIT_EXTENSION);
