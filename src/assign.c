@@ -27,6 +27,7 @@
 #include "access/table.h"
 #include "access/tableam.h"
 #include "access/xact.h"
+#include "access/sysattr.h"
 #include "access/xlog.h"
 #include "commands/async.h"
 #include "commands/trigger.h"
@@ -212,14 +213,30 @@ open_writer(XactStream *xs, Relation trigrel)
 	MemoryContext oldcxt = MemoryContextSwitchTo(TopTransactionContext);
 	ResourceOwner oldowner = CurrentResourceOwner;
 	Relation	rel;
+	RangeTblEntry *rte;
 
 	CurrentResourceOwner = TopTransactionResourceOwner;
 	rel = table_open(RelationGetRelid(trigrel), RowExclusiveLock);
 
+	/*
+	 * A range table entry saying that only the stream column changes lets
+	 * index insertion tell the other indexes (a primary key, say) that
+	 * their key did not change, so that btree deletes the old versions'
+	 * entries bottom-up instead of splitting pages.
+	 */
+	rte = makeNode(RangeTblEntry);
+	rte->rtekind = RTE_RELATION;
+	rte->relid = RelationGetRelid(rel);
+	rte->relkind = rel->rd_rel->relkind;
+	rte->rellockmode = RowExclusiveLock;
+	rte->updatedCols = bms_make_singleton(xs->ref->seq_attnum -
+										  FirstLowInvalidHeapAttributeNumber);
+
 	xs->estate = CreateExecutorState();
 	xs->estate->es_output_cid = GetCurrentCommandId(true);
+	ExecInitRangeTable(xs->estate, list_make1(rte));
 	xs->rri = makeNode(ResultRelInfo);
-	InitResultRelInfo(xs->rri, rel, 0, NULL, 0);
+	InitResultRelInfo(xs->rri, rel, 1, NULL, 0);
 	ExecOpenIndices(xs->rri, false);
 	xs->newslot = MakeSingleTupleTableSlot(RelationGetDescr(rel),
 										   &TTSOpsVirtual);
@@ -339,7 +356,7 @@ stream_seq_assign_trigger(PG_FUNCTION_ARGS)
 	if (update_indexes && xs->rri->ri_NumIndices > 0)
 	{
 		recheck = ExecInsertIndexTuples(xs->rri, xs->newslot, xs->estate,
-										false, false, NULL, NIL);
+										true, false, NULL, NIL);
 		if (recheck != NIL)
 			ereport(ERROR,
 					(errcode(ERRCODE_FEATURE_NOT_SUPPORTED),
