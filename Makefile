@@ -32,7 +32,7 @@ include $(PGXS)
 endif
 
 # Everything a user or CI runs: see README.md.
-.PHONY: test demo bench
+.PHONY: test demo bench check-valgrind
 test:
 	@test/run-tests.sh
 
@@ -41,3 +41,7 @@ demo:
 
 bench:
 	@bench/bench.sh
+
+# The regression and isolation suites against a server run under valgrind.
+check-valgrind:
+	@test/valgrind.sh
