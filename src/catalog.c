@@ -31,6 +31,7 @@
 #include "storage/lmgr.h"
 #include "utils/builtins.h"
 #include "utils/fmgroids.h"
+#include "utils/guc.h"
 #include "utils/hsearch.h"
 #include "utils/inval.h"
 #include "utils/lsyscache.h"
@@ -212,18 +213,47 @@ stream_lookup(Oid relid, bool missing_ok)
 }
 
 /*
- * run_as_owner
- *		Switch to the table owner for an internal query or sequence call, so
- *		that a role allowed to insert into a stream need not also be allowed
- *		to read it or to use its head sequence.  Returns what to restore.
+ * Saved state of the caller while an internal operation runs as another
+ * role (see begin_internal).
+ */
+typedef struct InternalContext
+{
+	Oid			save_userid;
+	int			save_sec_context;
+	int			save_nestlevel;
+} InternalContext;
+
+/*
+ * begin_internal
+ *		Run what follows as "role", with search_path pinned to pg_catalog:
+ *		internal queries must resolve operators and functions the same way
+ *		whatever the caller's search_path holds, since they may run as the
+ *		extension's owner.  Used to read a stream as its table's owner (a
+ *		role allowed to insert into a stream need not be allowed to read it
+ *		or use its head sequence) and to write the extension's tables.
  */
 static void
-run_as_owner(StreamRef *ref, Oid *save_userid, int *save_sec_context)
+begin_internal(Oid role, InternalContext *cxt)
 {
-	GetUserIdAndSecContext(save_userid, save_sec_context);
-	SetUserIdAndSecContext(ref->owner,
-						   *save_sec_context | SECURITY_LOCAL_USERID_CHANGE |
+	GetUserIdAndSecContext(&cxt->save_userid, &cxt->save_sec_context);
+	SetUserIdAndSecContext(role,
+						   cxt->save_sec_context | SECURITY_LOCAL_USERID_CHANGE |
 						   SECURITY_RESTRICTED_OPERATION);
+	cxt->save_nestlevel = NewGUCNestLevel();
+	(void) set_config_option("search_path", "pg_catalog, pg_temp",
+							 PGC_USERSET, PGC_S_SESSION,
+							 GUC_ACTION_SAVE, true, 0, false);
+}
+
+/*
+ * end_internal
+ *		Back to the caller's role and settings.
+ */
+static void
+end_internal(InternalContext *cxt)
+{
+	AtEOXact_GUC(false, cxt->save_nestlevel);
+	SetUserIdAndSecContext(cxt->save_userid, cxt->save_sec_context);
 }
 
 /*
@@ -238,8 +268,7 @@ static void
 read_stream_state(StreamRef *ref, int64 *max_number, int64 *recorded_end,
 				  int64 *first)
 {
-	Oid			save_userid;
-	int			save_sec_context;
+	InternalContext cxt;
 	char	   *query;
 	SPIPlanPtr	plan;
 	HeapTuple	row;
@@ -249,7 +278,7 @@ read_stream_state(StreamRef *ref, int64 *max_number, int64 *recorded_end,
 	Oid			argtypes[1] = {OIDOID};
 	Datum		args[1];
 
-	run_as_owner(ref, &save_userid, &save_sec_context);
+	begin_internal(ref->owner, &cxt);
 	if (SPI_connect() != SPI_OK_CONNECT)
 		elog(ERROR, "SPI_connect failed");
 	query = psprintf("SELECT (SELECT max(%s) FROM %s), "
@@ -280,7 +309,7 @@ read_stream_state(StreamRef *ref, int64 *max_number, int64 *recorded_end,
 	value = SPI_getbinval(row, desc, 3, &isnull);
 	*first = isnull ? 1 : DatumGetInt64(value);
 	SPI_finish();
-	SetUserIdAndSecContext(save_userid, save_sec_context);
+	end_internal(&cxt);
 }
 
 /*
@@ -360,8 +389,7 @@ stream_refill_block(StreamRef *ref)
 	StreamSlot *slot;
 	int64		next;
 	int64		block;
-	Oid			save_userid;
-	int			save_sec_context;
+	InternalContext cxt;
 
 	LockRelationOid(ref->head_seq, ShareUpdateExclusiveLock);
 
@@ -376,7 +404,7 @@ stream_refill_block(StreamRef *ref)
 	}
 	LWLockRelease(slot->lock);
 
-	run_as_owner(ref, &save_userid, &save_sec_context);
+	begin_internal(ref->owner, &cxt);
 	block = nextval_internal(ref->head_seq, false);
 	if (block + ref->head_interval <= next)
 	{
@@ -389,7 +417,7 @@ stream_refill_block(StreamRef *ref)
 							Int64GetDatum(next), BoolGetDatum(false));
 		block = nextval_internal(ref->head_seq, false);
 	}
-	SetUserIdAndSecContext(save_userid, save_sec_context);
+	end_internal(&cxt);
 
 	slot = stream_slot_lock(ref, LW_EXCLUSIVE);
 	if (block + ref->head_interval > slot->block_end)
@@ -405,9 +433,10 @@ stream_refill_block(StreamRef *ref)
 
 /*
  * stream_catalog_exec
- *		Run one statement against the extension's tables as their owner:
- *		ordinary roles may not write them, and the SQL entry points that do
- *		run as the caller, having checked the caller's privileges first.
+ *		Run one statement against the extension's tables as their owner
+ *		(see begin_internal): ordinary roles may not write them, and the SQL
+ *		entry points that do run as the caller, having checked the caller's
+ *		privileges first.
  *		Returns the number of rows processed; if "row" is given, the first
  *		"ncols" columns of the first row (all int8) go there, and *found
  *		says whether there was a row.
@@ -416,8 +445,7 @@ uint64
 stream_catalog_exec(const char *sql, int nargs, Oid *argtypes, Datum *values,
 					int64 *row, int ncols, bool *found)
 {
-	Oid			save_userid;
-	int			save_sec_context;
+	InternalContext cxt;
 	HeapTuple	reltuple;
 	Oid			owner;
 	uint64		processed;
@@ -428,10 +456,7 @@ stream_catalog_exec(const char *sql, int nargs, Oid *argtypes, Datum *values,
 	owner = ((Form_pg_class) GETSTRUCT(reltuple))->relowner;
 	ReleaseSysCache(reltuple);
 
-	GetUserIdAndSecContext(&save_userid, &save_sec_context);
-	SetUserIdAndSecContext(owner, save_sec_context |
-						   SECURITY_LOCAL_USERID_CHANGE |
-						   SECURITY_RESTRICTED_OPERATION);
+	begin_internal(owner, &cxt);
 	if (SPI_connect() != SPI_OK_CONNECT)
 		elog(ERROR, "SPI_connect failed");
 	if (SPI_execute_with_args(sql, nargs, argtypes, values, NULL, false, 0) < 0)
@@ -456,7 +481,7 @@ stream_catalog_exec(const char *sql, int nargs, Oid *argtypes, Datum *values,
 			*found = true;
 	}
 	SPI_finish();
-	SetUserIdAndSecContext(save_userid, save_sec_context);
+	end_internal(&cxt);
 	return processed;
 }
 
