@@ -31,6 +31,10 @@ ifneq ($(PGXS),)
 include $(PGXS)
 endif
 
+# Every object depends on the shared header (PGXS tracks no header
+# dependencies unless the server was configured with --enable-depend).
+$(OBJS): src/stream_seq.h
+
 # Everything a user or CI runs: see README.md.
 .PHONY: test demo bench check-valgrind
 test:

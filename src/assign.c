@@ -179,7 +179,7 @@ stream_seq_guard_trigger(PG_FUNCTION_ARGS)
  *		estimate high, and the tail is given back before commit.
  */
 static int64
-take_number(XactStream *xs, Relation rel)
+take_number(XactStream *xs)
 {
 	if (xs->cur_next >= xs->cur_end)
 	{
@@ -187,7 +187,7 @@ take_number(XactStream *xs, Relation rel)
 		int64		lo;
 		int64		n;
 
-		n = stream_reserve(xs->ref, rel, want, xs->has_entry, &lo);
+		n = stream_reserve(xs->ref, want, xs->has_entry, &lo);
 		xs->has_entry = true;
 		xs->slotno = xs->ref->slotno;
 		xs->generation = xs->ref->generation;
@@ -347,7 +347,7 @@ stream_seq_assign_trigger(PG_FUNCTION_ARGS)
 		   sizeof(Datum) * row->tts_nvalid);
 	memcpy(xs->newslot->tts_isnull, row->tts_isnull,
 		   sizeof(bool) * row->tts_nvalid);
-	xs->newslot->tts_values[att - 1] = Int64GetDatum(take_number(xs, rel));
+	xs->newslot->tts_values[att - 1] = Int64GetDatum(take_number(xs));
 	xs->newslot->tts_isnull[att - 1] = false;
 	ExecStoreVirtualTuple(xs->newslot);
 

@@ -50,6 +50,13 @@
 static HTAB *stream_cache = NULL;
 
 /*
+ * How many blocks a crash can leave the head sequence ahead of the numbers
+ * handed out: the block in use plus the 32 values (SEQ_LOG_VALS in
+ * sequence.c) that PostgreSQL WAL-logs ahead for every sequence.
+ */
+#define HEAD_MARGIN_BLOCKS 33
+
+/*
  * invalidate_stream_cache
  *		Relcache invalidation callback: forget what we know of the table (or
  *		of all tables).  Entries are marked, not removed, so that pointers
@@ -324,10 +331,11 @@ read_stream_state(StreamRef *ref, int64 *max_number, int64 *recorded_end,
  *
  *		The recorded head is verified against the table.  One behind the
  *		table is reported here and moved forward by the first refill.  One
- *		ahead of the table by more than a block (the most a crash can leave
- *		unused) is reported too, but kept: rows above the table's maximum
- *		may have been deleted, and moving the head back could hand their
- *		numbers out again.
+ *		ahead of the table by more than a crash can explain is reported
+ *		too, but kept: rows above the table's maximum may have been deleted,
+ *		and moving the head back could hand their numbers out again.  A
+ *		crash can leave it HEAD_MARGIN_BLOCKS blocks ahead: the block in use,
+ *		and the values PostgreSQL logs ahead for every sequence.
  */
 void
 stream_initialize_counter(StreamRef *ref)
@@ -354,14 +362,14 @@ stream_initialize_counter(StreamRef *ref)
 						   get_rel_name(ref->head_seq), recorded_end,
 						   max_number),
 				 errhint("The head is rebuilt from the table before the next number is handed out.")));
-	else if (recorded_end > explained + ref->head_interval)
+	else if (recorded_end > explained + HEAD_MARGIN_BLOCKS * ref->head_interval)
 		ereport(WARNING,
 				(errcode(ERRCODE_DATA_CORRUPTED),
 				 errmsg("recorded head of stream table \"%s\" is ahead of its rows",
 						get_rel_name(ref->relid)),
-				 errdetail("Head sequence \"%s\" records numbers below " INT64_FORMAT ", more than one block of " INT64_FORMAT " above the stream's rows, which end below " INT64_FORMAT ".",
+				 errdetail("Head sequence \"%s\" records numbers below " INT64_FORMAT ", more than %d blocks of " INT64_FORMAT " above the stream's rows, which end below " INT64_FORMAT ".",
 						   get_rel_name(ref->head_seq), recorded_end,
-						   ref->head_interval, explained),
+						   HEAD_MARGIN_BLOCKS, ref->head_interval, explained),
 				 errhint("New numbers continue above the recorded head: rows above the table's highest number may have been deleted, and their numbers are never handed out again.")));
 
 	slot = stream_slot_lock(ref, LW_EXCLUSIVE);

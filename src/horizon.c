@@ -143,6 +143,56 @@ horizon_cache_store(Oid relid, Snapshot snapshot, int64 horizon)
 }
 
 /*
+ * evicted_find
+ *		Index of the first evicted entry whose xid does not precede "xid".
+ */
+static int
+evicted_find(EvictedXact *evicted, int n, TransactionId xid)
+{
+	int			low = 0;
+	int			high = n;
+
+	while (low < high)
+	{
+		int			mid = low + (high - low) / 2;
+
+		if (TransactionIdPrecedes(evicted[mid].xid, xid))
+			low = mid + 1;
+		else
+			high = mid;
+	}
+	return low;
+}
+
+/*
+ * evicted_horizon
+ *		The lowest "lo" over evicted entries in progress for the snapshot,
+ *		or PG_INT64_MAX.  Evicted entries are committed top-level
+ *		transactions, so this is XidInMVCCSnapshot for each, done with the
+ *		store's xid order: those at or above the snapshot's xmax, and those
+ *		in its xip.  A fresh snapshot finds none.
+ */
+static int64
+evicted_horizon(StreamSlot *slot, Snapshot snapshot)
+{
+	EvictedXact *evicted = stream_slot_evicted(slot);
+	int			n = slot->nevicted;
+	int64		result = PG_INT64_MAX;
+	int			i;
+
+	for (i = evicted_find(evicted, n, snapshot->xmax); i < n; i++)
+		result = Min(result, evicted[i].lo);
+	for (i = 0; i < snapshot->xcnt; i++)
+	{
+		int			pos = evicted_find(evicted, n, snapshot->xip[i]);
+
+		if (pos < n && TransactionIdEquals(evicted[pos].xid, snapshot->xip[i]))
+			result = Min(result, evicted[pos].lo);
+	}
+	return result;
+}
+
+/*
  * stream_compute_horizon
  *		The horizon of the stream for "snapshot", computed afresh.
  *
@@ -205,6 +255,13 @@ stream_compute_horizon(StreamRef *ref, Snapshot snapshot,
 			flushed = GetFlushRecPtr(NULL);
 		if (e->commit_end > flushed)
 			durable_horizon = e->lo;
+	}
+	if (slot->nevicted > 0)
+	{
+		int64		lo = evicted_horizon(slot, snapshot);
+
+		horizon = Min(horizon, lo);
+		durable_horizon = Min(durable_horizon, lo);
 	}
 	if (slot->floor_active && slot->floor_lo < durable_horizon)
 	{

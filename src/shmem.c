@@ -17,8 +17,13 @@
  *		that sees the advanced counter also sees the entry;
  *	(4) an entry is removed only when no snapshot can still need it: its
  *		transaction aborted, or committed with its commit record flushed and
- *		its xid older than every snapshot's xmin.  When the list is full the
- *		oldest finished entry is folded into a conservative floor instead.
+ *		its xid older than the xmin of every live snapshot.  Running xids do
+ *		not count: a transaction that holds no snapshot (idle in a
+ *		transaction, say) cannot see anything as in progress.  When the
+ *		list is full, the oldest committed and flushed entry moves to the
+ *		"evicted" store, a compact array of (xid, lo) sorted by xid that the
+ *		horizon checks exactly against each snapshot; only when that is
+ *		full too does an entry fold into a conservative floor.
  *
  * horizon.c builds the read horizon from these; the argument that it never
  * lets a reader skip a row is in README.md ("Why the horizon is safe").
@@ -27,10 +32,12 @@
  */
 #include "postgres.h"
 
+#include "access/transam.h"
 #include "access/xact.h"
 #include "access/xlog.h"
 #include "miscadmin.h"
 #include "storage/ipc.h"
+#include "storage/proc.h"
 #include "storage/procarray.h"
 #include "storage/shmem.h"
 #include "utils/lsyscache.h"
@@ -46,6 +53,8 @@ typedef struct StreamShared
 	LWLock	   *lock;			/* protects slot identity and allocation */
 	int			nslots;
 	int			capacity;		/* entries per slot */
+	int			evicted_capacity;	/* evicted store entries per slot */
+	Size		evicted_offset; /* where a slot's evicted store starts */
 	Size		slot_size;
 	char		slots[FLEXIBLE_ARRAY_MEMBER];
 } StreamShared;
@@ -68,11 +77,28 @@ entries_per_slot(void)
 	return Max(stream_seq_max_tracked_xacts, MaxBackends + 1);
 }
 
+/*
+ * Evicted store entries per slot: four times the list, so that it takes a
+ * snapshot older than five full lists of commits to reach the floor.
+ */
+static int
+evicted_per_slot(void)
+{
+	return 4 * entries_per_slot();
+}
+
 static Size
-slot_size(void)
+evicted_offset(void)
 {
 	return MAXALIGN(add_size(offsetof(StreamSlot, entries),
 							 mul_size(sizeof(StreamEntry), entries_per_slot())));
+}
+
+static Size
+slot_size(void)
+{
+	return MAXALIGN(add_size(evicted_offset(),
+							 mul_size(sizeof(EvictedXact), evicted_per_slot())));
 }
 
 static Size
@@ -113,6 +139,8 @@ stream_shmem_startup(void)
 		shared->lock = &locks[0].lock;
 		shared->nslots = stream_seq_max_streams;
 		shared->capacity = entries_per_slot();
+		shared->evicted_capacity = evicted_per_slot();
+		shared->evicted_offset = evicted_offset();
 		shared->slot_size = slot_size();
 		for (i = 0; i < shared->nslots; i++)
 		{
@@ -163,6 +191,16 @@ stream_slot_get(int slotno)
 }
 
 /*
+ * stream_slot_evicted
+ *		The evicted store of a slot: nevicted entries sorted by xid.
+ */
+EvictedXact *
+stream_slot_evicted(StreamSlot *slot)
+{
+	return (EvictedXact *) ((char *) slot + shared->evicted_offset);
+}
+
+/*
  * reset_slot
  *		Give a slot to stream (dboid, relid) with an uninitialized counter.
  *		Caller holds the global lock and the slot's lock exclusively.
@@ -178,6 +216,7 @@ reset_slot(StreamSlot *slot, Oid dboid, Oid relid)
 	slot->next = 0;
 	slot->block_end = 0;
 	slot->floor_active = false;
+	slot->nevicted = 0;
 	slot->evictions = 0;
 	slot->assigned_xacts = 0;
 	slot->appends_since_prune = 0;
@@ -271,6 +310,7 @@ stream_slot_release(Oid dboid, Oid relid)
 			slot->in_use = false;
 			slot->generation++;
 			slot->nentries = 0;
+			slot->nevicted = 0;
 			LWLockRelease(slot->lock);
 			ConditionVariableBroadcast(&slot->advanced);
 		}
@@ -349,6 +389,23 @@ stream_prune(StreamSlot *slot, TransactionId oldest_xmin, XLogRecPtr flushed)
 	slot->nentries = kept;
 	slot->appends_since_prune = 0;
 
+	/* the evicted store is sorted by xid: what is old enough is a prefix */
+	if (slot->nevicted > 0)
+	{
+		EvictedXact *evicted = stream_slot_evicted(slot);
+		int			n = 0;
+
+		while (n < slot->nevicted &&
+			   TransactionIdPrecedes(evicted[n].xid, oldest_xmin))
+			n++;
+		if (n > 0)
+		{
+			memmove(evicted, evicted + n,
+					sizeof(EvictedXact) * (slot->nevicted - n));
+			slot->nevicted -= n;
+		}
+	}
+
 	if (slot->floor_active &&
 		TransactionIdPrecedes(slot->floor_xid, oldest_xmin) &&
 		slot->floor_lsn <= flushed)
@@ -356,14 +413,64 @@ stream_prune(StreamSlot *slot, TransactionId oldest_xmin, XLogRecPtr flushed)
 }
 
 /*
+ * store_evicted
+ *		Keep (xid, lo) of a committed, flushed entry in the evicted store,
+ *		in xid order.  Xids arrive nearly in order, so the insertion point
+ *		is found from the end.  Returns false if the store is full.
+ */
+static bool
+store_evicted(StreamSlot *slot, StreamEntry *e)
+{
+	EvictedXact *evicted = stream_slot_evicted(slot);
+	int			pos = slot->nevicted;
+
+	if (slot->nevicted >= shared->evicted_capacity)
+		return false;
+	while (pos > 0 && TransactionIdPrecedes(e->xid, evicted[pos - 1].xid))
+		pos--;
+	memmove(&evicted[pos + 1], &evicted[pos],
+			sizeof(EvictedXact) * (slot->nevicted - pos));
+	evicted[pos].xid = e->xid;
+	evicted[pos].lo = e->lo;
+	slot->nevicted++;
+	return true;
+}
+
+/*
+ * fold_into_floor
+ *		The last resort for a committed entry: the conservative floor.
+ */
+static void
+fold_into_floor(StreamSlot *slot, StreamEntry *e)
+{
+	if (!slot->floor_active)
+	{
+		slot->floor_active = true;
+		slot->floor_lo = e->lo;
+		slot->floor_xid = e->xid;
+		slot->floor_lsn = e->commit_end;
+	}
+	else
+	{
+		slot->floor_lo = Min(slot->floor_lo, e->lo);
+		if (TransactionIdFollows(e->xid, slot->floor_xid))
+			slot->floor_xid = e->xid;
+		slot->floor_lsn = Max(slot->floor_lsn, e->commit_end);
+	}
+}
+
+/*
  * evict_oldest_finished
- *		Make room in a full list by folding the oldest finished entry into
- *		the floor.  Returns false if every entry is still unfinished, which
- *		entries_per_slot() rules out.
+ *		Make room in a full list: drop the oldest aborted entry, or move the
+ *		oldest committed one to the evicted store (or, if its commit record
+ *		is not flushed yet or the store is full, into the floor).  Returns
+ *		false if every entry is still unfinished, which entries_per_slot()
+ *		rules out.
  */
 static bool
 evict_oldest_finished(StreamSlot *slot)
 {
+	XLogRecPtr	flushed = GetFlushRecPtr(NULL);
 	int			i;
 
 	for (i = 0; i < slot->nentries; i++)
@@ -374,20 +481,8 @@ evict_oldest_finished(StreamSlot *slot)
 			continue;
 		if (e->state == ENTRY_COMMITTED)
 		{
-			if (!slot->floor_active)
-			{
-				slot->floor_active = true;
-				slot->floor_lo = e->lo;
-				slot->floor_xid = e->xid;
-				slot->floor_lsn = e->commit_end;
-			}
-			else
-			{
-				slot->floor_lo = Min(slot->floor_lo, e->lo);
-				if (TransactionIdFollows(e->xid, slot->floor_xid))
-					slot->floor_xid = e->xid;
-				slot->floor_lsn = Max(slot->floor_lsn, e->commit_end);
-			}
+			if (e->commit_end > flushed || !store_evicted(slot, e))
+				fold_into_floor(slot, e);
 			slot->evictions++;
 		}
 		memmove(&slot->entries[i], &slot->entries[i + 1],
@@ -441,13 +536,45 @@ report_list_full(Oid relid)
 }
 
 /*
+ * oldest_snapshot_xmin
+ *		The oldest xmin of any live snapshot in this database, or the next
+ *		xid if there is none.  Unlike GetOldestNonRemovableTransactionId this
+ *		ignores running xids: a transaction without a snapshot cannot see
+ *		an entry as in progress, and any snapshot it takes later sees every
+ *		finished entry as finished.  A snapshot that saw an entry's
+ *		transaction running published its xmin before that transaction
+ *		could end (both happen under ProcArrayLock), so reading after the
+ *		entry was marked committed sees it.
+ */
+static TransactionId
+oldest_snapshot_xmin(void)
+{
+	TransactionId result = ReadNextTransactionId();
+	uint32		i;
+
+	LWLockAcquire(ProcArrayLock, LW_SHARED);
+	for (i = 0; i < ProcGlobal->allProcCount; i++)
+	{
+		PGPROC	   *proc = &ProcGlobal->allProcs[i];
+		TransactionId xmin = *((volatile TransactionId *) &proc->xmin);
+
+		if (proc->databaseId == MyDatabaseId &&
+			TransactionIdIsNormal(xmin) &&
+			TransactionIdPrecedes(xmin, result))
+			result = xmin;
+	}
+	LWLockRelease(ProcArrayLock);
+	return result;
+}
+
+/*
  * maybe_prune
  *		Prune before an append when the list has grown.  The horizon of
  *		removable xids is computed before taking the slot's lock, so that no
  *		ProcArray scan happens under it; a stale value is merely cautious.
  */
 static void
-maybe_prune(StreamRef *ref, Relation rel)
+maybe_prune(StreamRef *ref)
 {
 	StreamSlot *slot = stream_slot_get(ref->slotno);
 	TransactionId oldest_xmin;
@@ -459,7 +586,7 @@ maybe_prune(StreamRef *ref, Relation rel)
 		 slot->appends_since_prune < PRUNE_MIN_APPENDS))
 		return;
 
-	oldest_xmin = GetOldestNonRemovableTransactionId(rel);
+	oldest_xmin = oldest_snapshot_xmin();
 	flushed = GetFlushRecPtr(NULL);
 	slot = stream_slot_lock(ref, LW_EXCLUSIVE);
 	stream_prune(slot, oldest_xmin, flushed);
@@ -476,15 +603,14 @@ maybe_prune(StreamRef *ref, Relation rel)
  *		acquisition that advances the counter (invariant 3).
  */
 int64
-stream_reserve(StreamRef *ref, Relation rel, int64 count, bool have_entry,
-			   int64 *lo)
+stream_reserve(StreamRef *ref, int64 count, bool have_entry, int64 *lo)
 {
 	TransactionId xid = GetTopTransactionId();
 
 	Assert(count > 0);
 
 	if (!have_entry)
-		maybe_prune(ref, rel);
+		maybe_prune(ref);
 
 	for (;;)
 	{

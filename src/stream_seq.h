@@ -53,6 +53,15 @@ typedef struct StreamEntry
 } StreamEntry;
 
 /*
+ * A committed transaction moved out of a full list; see shmem.c.
+ */
+typedef struct EvictedXact
+{
+	TransactionId xid;
+	int64		lo;
+} EvictedXact;
+
+/*
  * Shared state of one stream.  Protected by "lock", except the identity
  * fields, which are changed only under the global lock and re-checked under
  * "lock" by readers (see stream_slot_acquire).
@@ -79,6 +88,8 @@ typedef struct StreamSlot
 	int64		floor_lo;
 	TransactionId floor_xid;	/* newest xid evicted */
 	XLogRecPtr	floor_lsn;		/* latest commit end evicted */
+
+	int			nevicted;		/* entries in the evicted store */
 
 	uint64		evictions;		/* statistics */
 	uint64		assigned_xacts;
@@ -113,11 +124,12 @@ extern void stream_shmem_startup(void);
 extern bool stream_shmem_ready(void);
 extern void stream_check_preloaded(void);
 extern StreamSlot *stream_slot_get(int slotno);
+extern EvictedXact *stream_slot_evicted(StreamSlot *slot);
 extern StreamSlot *stream_slot_lock(StreamRef *ref, LWLockMode mode);
 extern void stream_slot_attach(StreamRef *ref);
 extern void stream_slot_release(Oid dboid, Oid relid);
-extern int64 stream_reserve(StreamRef *ref, Relation rel, int64 count,
-							bool have_entry, int64 *lo);
+extern int64 stream_reserve(StreamRef *ref, int64 count, bool have_entry,
+							int64 *lo);
 extern void stream_shrink(StreamRef *ref, int64 unused_from, int64 unused_to);
 extern void stream_add_entry(StreamRef *ref, int64 lo);
 extern void stream_finish_entry(int slotno, uint32 generation,

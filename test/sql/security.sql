@@ -1,8 +1,9 @@
 -- Internal queries run with search_path pinned: a role that shadows
 -- operators in its own schema cannot get them run by stream_seq (some of
 -- its internal queries run as the extension's owner)
-SET client_min_messages = notice;
+SET client_min_messages = warning;
 CREATE EXTENSION IF NOT EXISTS stream_seq;
+SET client_min_messages = notice;
 \set SHOW_CONTEXT never
 
 CREATE TABLE sec (payload text);
