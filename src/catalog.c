@@ -21,6 +21,7 @@
 
 #include "access/genam.h"
 #include "access/htup_details.h"
+#include "access/xlog.h"
 #include "access/table.h"
 #include "catalog/namespace.h"
 #include "catalog/pg_sequence.h"
@@ -285,6 +286,13 @@ read_stream_state(StreamRef *ref, int64 *max_number, int64 *recorded_end,
 	Oid			argtypes[1] = {OIDOID};
 	Datum		args[1];
 
+	if (get_rel_name(ref->relid) == NULL || get_rel_name(ref->head_seq) == NULL ||
+		get_attname(ref->relid, ref->seq_attnum, true) == NULL)
+		ereport(ERROR,
+				(errcode(ERRCODE_OBJECT_NOT_IN_PREREQUISITE_STATE),
+				 errmsg("stream table with OID %u was disabled or dropped while in use",
+						ref->relid)));
+
 	begin_internal(ref->owner, &cxt);
 	if (SPI_connect() != SPI_OK_CONNECT)
 		elog(ERROR, "SPI_connect failed");
@@ -332,12 +340,18 @@ read_stream_state(StreamRef *ref, int64 *max_number, int64 *recorded_end,
  *		The recorded head is verified against the table.  One behind the
  *		table is reported here and moved forward by the first refill.  One
  *		ahead of the table by more than a crash can explain is reported
- *		too, but kept: rows above the table's maximum may have been deleted,
- *		and moving the head back could hand their numbers out again.  A
- *		crash can leave it HEAD_MARGIN_BLOCKS blocks ahead: the block in use,
- *		and the values PostgreSQL logs ahead for every sequence.
+ *		too, in the server log only, and kept: rows above the table's
+ *		maximum may have been deleted, transactions that failed after taking
+ *		numbers leave them unused, and moving the head back could hand
+ *		numbers out again.  A crash alone can leave it HEAD_MARGIN_BLOCKS
+ *		blocks ahead: the block in use, and the values PostgreSQL logs ahead
+ *		for every sequence.
+ *
+ *		During recovery the value is only computed, not kept: a standby
+ *		replays new rows and a new head without this backend knowing, so a
+ *		counter set now would be stale after promotion.
  */
-void
+int64
 stream_initialize_counter(StreamRef *ref)
 {
 	int64		max_number;
@@ -358,12 +372,12 @@ stream_initialize_counter(StreamRef *ref)
 				(errcode(ERRCODE_DATA_CORRUPTED),
 				 errmsg("recorded head of stream table \"%s\" is behind its rows",
 						get_rel_name(ref->relid)),
-				 errdetail("Head sequence \"%s\" records numbers below " INT64_FORMAT " but the table holds number " INT64_FORMAT ".",
+				 errdetail("Head sequence \"%s\" records numbers below " INT64_FORMAT " but numbers below " INT64_FORMAT " were handed out.",
 						   get_rel_name(ref->head_seq), recorded_end,
-						   max_number),
+						   start),
 				 errhint("The head is rebuilt from the table before the next number is handed out.")));
 	else if (recorded_end > explained + HEAD_MARGIN_BLOCKS * ref->head_interval)
-		ereport(WARNING,
+		ereport(LOG,
 				(errcode(ERRCODE_DATA_CORRUPTED),
 				 errmsg("recorded head of stream table \"%s\" is ahead of its rows",
 						get_rel_name(ref->relid)),
@@ -372,6 +386,9 @@ stream_initialize_counter(StreamRef *ref)
 						   HEAD_MARGIN_BLOCKS, ref->head_interval, explained),
 				 errhint("New numbers continue above the recorded head: rows above the table's highest number may have been deleted, and their numbers are never handed out again.")));
 
+	if (RecoveryInProgress())
+		return start;
+
 	slot = stream_slot_lock(ref, LW_EXCLUSIVE);
 	if (!slot->initialized)
 	{
@@ -379,7 +396,9 @@ stream_initialize_counter(StreamRef *ref)
 		slot->block_end = start;
 		slot->initialized = true;
 	}
+	start = slot->next;
 	LWLockRelease(slot->lock);
+	return start;
 }
 
 /*

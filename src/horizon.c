@@ -23,6 +23,7 @@
 #include "fmgr.h"
 #include "funcapi.h"
 #include "miscadmin.h"
+#include "storage/procarray.h"
 #include "utils/acl.h"
 #include "utils/builtins.h"
 #include "utils/lsyscache.h"
@@ -193,6 +194,35 @@ evicted_horizon(StreamSlot *slot, Snapshot snapshot)
 }
 
 /*
+ * floor_in_progress
+ *		Whether the snapshot might see a transaction folded into the floor
+ *		as in progress.  Those are committed top-level transactions with
+ *		xids between floor_min_xid and floor_xid; one is in progress for the
+ *		snapshot only if it is at or above its xmax, or in its xip.  An xip
+ *		entry that is still running cannot be one of them, which keeps an
+ *		open transaction (on another table, say) from holding readers back.
+ */
+static bool
+floor_in_progress(StreamSlot *slot, Snapshot snapshot)
+{
+	int			i;
+
+	if (!TransactionIdPrecedes(slot->floor_xid, snapshot->xmax))
+		return true;
+	for (i = 0; i < snapshot->xcnt; i++)
+	{
+		TransactionId xid = snapshot->xip[i];
+
+		if (TransactionIdPrecedes(xid, slot->floor_min_xid) ||
+			TransactionIdFollows(xid, slot->floor_xid))
+			continue;
+		if (!TransactionIdIsInProgress(xid))
+			return true;
+	}
+	return false;
+}
+
+/*
  * stream_compute_horizon
  *		The horizon of the stream for "snapshot", computed afresh.
  *
@@ -265,7 +295,7 @@ stream_compute_horizon(StreamRef *ref, Snapshot snapshot,
 	}
 	if (slot->floor_active && slot->floor_lo < durable_horizon)
 	{
-		if (!TransactionIdPrecedes(slot->floor_xid, snapshot->xmin))
+		if (floor_in_progress(slot, snapshot))
 		{
 			horizon = Min(horizon, slot->floor_lo);
 			durable_horizon = slot->floor_lo;
@@ -347,9 +377,9 @@ stream_seq_horizon(PG_FUNCTION_ARGS)
 /*
  * stream_seq_head
  *		SQL: head(stream regclass) RETURNS bigint, the highest number handed
- *		out since the server started (before any is, the highest in the
- *		table); NULL for a stream that never had a number.  Requires
- *		SELECT on the table.
+ *		out since the server started (before any is, and on a standby, the
+ *		highest in the table); NULL for a stream that never had a number.
+ *		Requires SELECT on the table.
  */
 Datum
 stream_seq_head(PG_FUNCTION_ARGS)
@@ -361,16 +391,18 @@ stream_seq_head(PG_FUNCTION_ARGS)
 
 	stream_check_select(relid);
 
-	for (;;)
+	slot = stream_slot_lock(ref, LW_SHARED);
+	if (slot->initialized)
 	{
-		slot = stream_slot_lock(ref, LW_SHARED);
-		if (slot->initialized)
-			break;
+		next = slot->next;
 		LWLockRelease(slot->lock);
-		stream_initialize_counter(ref);
 	}
-	next = slot->next;
-	LWLockRelease(slot->lock);
+	else
+	{
+		/* during recovery this computes the value without keeping it */
+		LWLockRelease(slot->lock);
+		next = stream_initialize_counter(ref);
+	}
 	if (next <= 1)
 		PG_RETURN_NULL();
 	PG_RETURN_INT64(next - 1);

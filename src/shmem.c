@@ -320,24 +320,34 @@ stream_slot_release(Oid dboid, Oid relid)
 
 /*
  * stream_slot_lock
- *		Lock the slot of "ref" in "mode" and return it, re-attaching if the
- *		slot changed owner since the backend last looked (for instance after
- *		the stream was disabled and enabled again).
+ *		Lock the slot of "ref" in "mode" and return it.  A slot that changed
+ *		owner since the backend looked up the stream means the stream was
+ *		disabled or its table dropped (and perhaps enabled again) meanwhile:
+ *		that is an error, never a silent re-attach, which could give a
+ *		dropped stream a new slot or this stream another one's horizon.  The
+ *		next transaction looks the stream up afresh.
  */
 StreamSlot *
 stream_slot_lock(StreamRef *ref, LWLockMode mode)
 {
-	for (;;)
-	{
-		StreamSlot *slot = stream_slot_get(ref->slotno);
+	StreamSlot *slot = stream_slot_get(ref->slotno);
 
-		LWLockAcquire(slot->lock, mode);
-		if (slot->in_use && slot->generation == ref->generation &&
-			slot->relid == ref->relid && slot->dboid == MyDatabaseId)
-			return slot;
-		LWLockRelease(slot->lock);
-		stream_slot_attach(ref);
-	}
+	LWLockAcquire(slot->lock, mode);
+	if (slot->in_use && slot->generation == ref->generation &&
+		slot->relid == ref->relid && slot->dboid == MyDatabaseId)
+		return slot;
+	LWLockRelease(slot->lock);
+	ref->valid = false;
+	if (get_rel_name(ref->relid) != NULL)
+		ereport(ERROR,
+				(errcode(ERRCODE_OBJECT_NOT_IN_PREREQUISITE_STATE),
+				 errmsg("stream table \"%s\" was disabled or dropped while in use",
+						get_rel_name(ref->relid))));
+	ereport(ERROR,
+			(errcode(ERRCODE_OBJECT_NOT_IN_PREREQUISITE_STATE),
+			 errmsg("stream table with OID %u was disabled or dropped while in use",
+					ref->relid)));
+	return NULL;				/* keep compiler quiet */
 }
 
 /*
@@ -447,12 +457,15 @@ fold_into_floor(StreamSlot *slot, StreamEntry *e)
 	{
 		slot->floor_active = true;
 		slot->floor_lo = e->lo;
+		slot->floor_min_xid = e->xid;
 		slot->floor_xid = e->xid;
 		slot->floor_lsn = e->commit_end;
 	}
 	else
 	{
 		slot->floor_lo = Min(slot->floor_lo, e->lo);
+		if (TransactionIdPrecedes(e->xid, slot->floor_min_xid))
+			slot->floor_min_xid = e->xid;
 		if (TransactionIdFollows(e->xid, slot->floor_xid))
 			slot->floor_xid = e->xid;
 		slot->floor_lsn = Max(slot->floor_lsn, e->commit_end);

@@ -79,15 +79,16 @@ typedef struct StreamSlot
 	int64		block_end;		/* numbers below this are recorded durably */
 
 	/*
-	 * Entries evicted while a snapshot might still need them are summarized
-	 * by a conservative floor: for any snapshot that might see one of them
-	 * as in progress, or while one of their commit records is not yet
-	 * flushed, the horizon stays at or below floor_lo.
+	 * Committed entries that neither the list nor the evicted store could
+	 * keep are summarized by a conservative floor: for any snapshot that
+	 * might see one of them as in progress, or while one of their commit
+	 * records is not yet flushed, the horizon stays at or below floor_lo.
 	 */
 	bool		floor_active;
 	int64		floor_lo;
-	TransactionId floor_xid;	/* newest xid evicted */
-	XLogRecPtr	floor_lsn;		/* latest commit end evicted */
+	TransactionId floor_min_xid;	/* oldest xid folded in */
+	TransactionId floor_xid;	/* newest xid folded in */
+	XLogRecPtr	floor_lsn;		/* latest commit end folded in */
 
 	int			nevicted;		/* entries in the evicted store */
 
@@ -141,7 +142,7 @@ extern void stream_prune(StreamSlot *slot, TransactionId oldest_xmin,
 /* catalog.c */
 extern StreamRef *stream_lookup(Oid relid, bool missing_ok);
 extern Oid	stream_catalog_relid(void);
-extern void stream_initialize_counter(StreamRef *ref);
+extern int64 stream_initialize_counter(StreamRef *ref);
 extern void stream_refill_block(StreamRef *ref);
 extern void stream_catalog_init(void);
 extern void stream_catalog_insert(Oid relid, Name column, Oid head_seq);

@@ -18,6 +18,7 @@
 #include "fmgr.h"
 #include "miscadmin.h"
 #include "pgstat.h"
+#include "utils/inval.h"
 #include "utils/snapmgr.h"
 #include "utils/timestamp.h"
 
@@ -96,7 +97,13 @@ stream_seq_wait(PG_FUNCTION_ARGS)
 			sleep_ms = Min(sleep_ms, FLUSH_RECHECK_MS);
 		(void) ConditionVariableTimedSleep(&slot->advanced, Max(sleep_ms, 1),
 										   PG_WAIT_EXTENSION);
-		/* the stream may have been disabled: look it up again */
+
+		/*
+		 * The wake-up may come from disable() or DROP TABLE: take in their
+		 * invalidations and look the stream up again (stream_slot_lock
+		 * raises an error if its slot changed owner before they arrive).
+		 */
+		AcceptInvalidationMessages();
 		ref = stream_lookup(relid, false);
 		slot = stream_slot_get(ref->slotno);
 	}
