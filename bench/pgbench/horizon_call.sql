@@ -1,0 +1,2 @@
+-- reader cost: horizon() alone
+SELECT stream_seq.horizon('ev_stream');

@@ -1,0 +1,49 @@
+-- schema.sql: the contenders' tables for bench.sh (PgQ: schema_pgq.sql).
+-- Every table has a bigint "payload": 0 for load rows, the probe number
+-- for the rows reader.py times.
+
+CREATE EXTENSION stream_seq;
+
+-- (a) bigserial, plain INSERT, reader "id > cursor": the unsafe baseline
+CREATE TABLE ev_serial (
+    id bigserial PRIMARY KEY,
+    payload bigint NOT NULL DEFAULT 0
+);
+
+-- (b) the pg_snapshot_xmin recipe: each row records its transaction id;
+-- the reader reads only below pg_snapshot_xmin(pg_current_snapshot()) with
+-- a two-part cursor (xid, id)
+CREATE TABLE ev_xid8 (
+    id bigserial PRIMARY KEY,
+    xid xid8 NOT NULL DEFAULT pg_current_xact_id(),
+    payload bigint NOT NULL DEFAULT 0
+);
+CREATE INDEX ON ev_xid8 (xid, id);
+
+-- (c) writers serialized by pg_advisory_xact_lock(4242) before nextval
+CREATE TABLE ev_lock (
+    id bigserial PRIMARY KEY,
+    payload bigint NOT NULL DEFAULT 0
+);
+
+-- (e) stream_seq
+CREATE TABLE ev_stream (
+    seq bigint,
+    payload bigint NOT NULL DEFAULT 0
+);
+SELECT stream_seq.enable('ev_stream');
+
+-- the unrelated table of the stall scenario
+CREATE TABLE unrelated (payload bigint);
+
+-- figure 4, "64 transactions committing": a row in ev_stream_hold makes
+-- its transaction wait, in its commit, after stream_seq_assign has taken
+-- its numbers, until advisory lock 777 is free
+CREATE TABLE ev_stream_hold (x int);
+CREATE FUNCTION hold_in_commit() RETURNS trigger LANGUAGE plpgsql AS $$
+BEGIN
+    PERFORM pg_advisory_xact_lock_shared(777);
+    RETURN NULL;
+END $$;
+CREATE CONSTRAINT TRIGGER hold_in_commit AFTER INSERT ON ev_stream_hold
+    DEFERRABLE INITIALLY DEFERRED FOR EACH ROW EXECUTE FUNCTION hold_in_commit();
