@@ -24,23 +24,25 @@
 
 #include "access/heapam.h"
 #include "access/htup_details.h"
+#include "access/sysattr.h"
 #include "access/table.h"
 #include "access/tableam.h"
 #include "access/xact.h"
-#include "access/sysattr.h"
 #include "access/xlog.h"
+#include "catalog/pg_publication.h"
 #include "commands/async.h"
 #include "commands/trigger.h"
 #include "executor/executor.h"
 #include "fmgr.h"
 #include "miscadmin.h"
-#include "utils/builtins.h"
 #include "utils/acl.h"
+#include "utils/builtins.h"
 #include "utils/hsearch.h"
 #include "utils/inval.h"
 #include "utils/lsyscache.h"
 #include "utils/memutils.h"
 #include "utils/rel.h"
+#include "utils/relcache.h"
 #include "utils/resowner.h"
 #include "utils/snapmgr.h"
 
@@ -125,6 +127,31 @@ column_name(StreamRef *ref)
 }
 
 /*
+ * check_publications
+ *		Refuse, at the first insert of a transaction into a stream, what
+ *		would only fail later: the number is written by an UPDATE at commit,
+ *		so a published stream table must publish updates (else subscribers
+ *		get the rows without their numbers) and have a replica identity
+ *		(else the publisher commits and every subscriber's apply fails).
+ *		The commit-time write bypasses the executor's own check.
+ */
+static void
+check_publications(Relation rel)
+{
+	PublicationDesc pubdesc;
+
+	RelationBuildPublicationDesc(rel, &pubdesc);
+	if (pubdesc.pubactions.pubinsert && !pubdesc.pubactions.pubupdate)
+		ereport(ERROR,
+				(errcode(ERRCODE_OBJECT_NOT_IN_PREREQUISITE_STATE),
+				 errmsg("stream table \"%s\" is published without updates",
+						RelationGetRelationName(rel)),
+				 errdetail("Stream numbers are written by an update at commit; subscribers would get the rows without them."),
+				 errhint("Publish updates of the table too, or stop publishing it.")));
+	CheckCmdReplicaIdentity(rel, CMD_UPDATE);
+}
+
+/*
  * stream_seq_guard_trigger
  *		BEFORE INSERT / BEFORE UPDATE OF column: the number is written only
  *		by stream_seq.  Counts inserted rows so that the commit-time
@@ -136,6 +163,7 @@ stream_seq_guard_trigger(PG_FUNCTION_ARGS)
 	TriggerData *trigdata = (TriggerData *) fcinfo->context;
 	Relation	rel;
 	StreamRef  *ref;
+	XactStream *xs;
 
 	if (!CALLED_AS_TRIGGER(fcinfo) ||
 		!TRIGGER_FIRED_BEFORE(trigdata->tg_event) ||
@@ -167,7 +195,9 @@ stream_seq_guard_trigger(PG_FUNCTION_ARGS)
 						column_name(ref), RelationGetRelationName(rel)),
 				 errdetail("Stream numbers are assigned by stream_seq when the inserting transaction commits.")));
 
-	xact_stream_get(ref)->inserted++;
+	xs = xact_stream_get(ref);
+	if (xs->inserted++ == 0)
+		check_publications(rel);
 	return PointerGetDatum(trigdata->tg_trigtuple);
 }
 
