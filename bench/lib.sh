@@ -24,25 +24,7 @@ CLUSTER_DIR=""
 
 is_root() { [ "$(id -u)" = 0 ]; }
 
-need_packages() {
-	local missing="" p
-	for p in "$@"; do
-		dpkg-query -W -f='${Status}' "$p" 2>/dev/null | grep -q "install ok installed" ||
-			missing="$missing $p"
-	done
-	[ -z "$missing" ] && return 0
-	if is_root; then
-		echo "== installing Debian packages:$missing"
-		export DEBIAN_FRONTEND=noninteractive
-		apt-get update -q >/dev/null
-		# shellcheck disable=SC2086
-		apt-get install -y -q --no-install-recommends $missing >/dev/null
-	else
-		echo "missing Debian packages:$missing" >&2
-		echo "run: sudo apt-get install -y$missing" >&2
-		exit 1
-	fi
-}
+. "$REPO_DIR/test/packages.sh"
 
 build_install() {
 	if [ -n "${STREAM_SEQ_SKIP_BUILD:-}" ]; then

@@ -23,26 +23,11 @@ SYNC=${2:-on}
 PORT=55510
 PGBIN=/usr/lib/postgresql/15/bin
 
-need=""
-for p in postgresql-15 libdbd-pg-perl; do
-	dpkg-query -W -f='${Status}' "$p" 2>/dev/null | grep -q "install ok installed" || need="$need $p"
-done
+. "$(dirname "$0")/../test/packages.sh"
+need_packages postgresql-15 libdbd-pg-perl
 if [ ! -f /usr/lib/postgresql/15/lib/stream_seq.so ]; then
-	for p in postgresql-server-dev-15 make gcc; do
-		dpkg-query -W -f='${Status}' "$p" 2>/dev/null | grep -q "install ok installed" || need="$need $p"
-	done
+	need_packages postgresql-server-dev-15 make gcc
 fi
-if [ -n "$need" ]; then
-	if [ "$(id -u)" = 0 ]; then
-		echo "== installing:$need"
-		export DEBIAN_FRONTEND=noninteractive
-		apt-get update -q >/dev/null
-		apt-get install -y -q $need >/dev/null
-	else
-		echo "missing Debian packages:$need" >&2
-		echo "run: sudo apt-get install -y$need" >&2
-		exit 1
-	fi
 fi
 if [ ! -f /usr/lib/postgresql/15/lib/stream_seq.so ]; then
 	if [ "$(id -u)" = 0 ]; then

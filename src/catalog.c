@@ -402,6 +402,26 @@ stream_initialize_counter(StreamRef *ref)
 }
 
 /*
+ * stream_slot_lock_started
+ *		Lock the stream's slot with its counter started, starting it first
+ *		if need be.  Not during recovery, where the counter is never kept.
+ */
+StreamSlot *
+stream_slot_lock_started(StreamRef *ref, LWLockMode mode)
+{
+	Assert(!RecoveryInProgress());
+	for (;;)
+	{
+		StreamSlot *slot = stream_slot_lock(ref, mode);
+
+		if (slot->initialized)
+			return slot;
+		LWLockRelease(slot->lock);
+		(void) stream_initialize_counter(ref);
+	}
+}
+
+/*
  * stream_refill_block
  *		Record a new block of numbers in the head sequence and make it
  *		available.  Refills of one stream are serialized by a lock on the
@@ -542,4 +562,23 @@ stream_catalog_delete(Oid relid)
 	values[0] = ObjectIdGetDatum(relid);
 	stream_catalog_exec("DELETE FROM stream_seq.stream WHERE relid = $1",
 						1, argtypes, values, NULL, 0, NULL);
+}
+
+/*
+ * stream_catalog_record_start
+ *		Record that the stream now starts at "first" at the earliest: rows
+ *		and numbers below it are gone (trim() or TRUNCATE).  Never moves it
+ *		back.
+ */
+void
+stream_catalog_record_start(Oid relid, int64 first)
+{
+	Oid			argtypes[2] = {REGCLASSOID, INT8OID};
+	Datum		values[2];
+
+	values[0] = ObjectIdGetDatum(relid);
+	values[1] = Int64GetDatum(first);
+	stream_catalog_exec("UPDATE stream_seq.stream "
+						"SET trimmed_before = greatest(trimmed_before, $2) "
+						"WHERE relid = $1", 2, argtypes, values, NULL, 0, NULL);
 }

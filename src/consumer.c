@@ -264,8 +264,6 @@ stream_seq_record_trim(PG_FUNCTION_ARGS)
 {
 	Oid			relid = PG_GETARG_OID(0);
 	int64		before = PG_GETARG_INT64(1);
-	Oid			argtypes[2] = {REGCLASSOID, INT8OID};
-	Datum		values[2];
 	AclResult	aclresult;
 
 	(void) stream_lookup(relid, false);
@@ -273,11 +271,6 @@ stream_seq_record_trim(PG_FUNCTION_ARGS)
 	if (aclresult != ACLCHECK_OK)
 		aclcheck_error(aclresult, OBJECT_TABLE, get_rel_name(relid));
 
-	values[0] = ObjectIdGetDatum(relid);
-	values[1] = Int64GetDatum(before);
-	stream_catalog_exec("UPDATE stream_seq.stream "
-						"SET trimmed_before = greatest(trimmed_before, $2) "
-						"WHERE relid = $1",
-						2, argtypes, values, NULL, 0, NULL);
+	stream_catalog_record_start(relid, before);
 	PG_RETURN_VOID();
 }

@@ -252,14 +252,7 @@ stream_compute_horizon(StreamRef *ref, Snapshot snapshot,
 				 errmsg("stream horizons are not available during recovery"),
 				 errdetail("A standby does not know which transactions hold numbers on the primary.")));
 
-	for (;;)
-	{
-		slot = stream_slot_lock(ref, LW_SHARED);
-		if (slot->initialized)
-			break;
-		LWLockRelease(slot->lock);
-		stream_initialize_counter(ref);
-	}
+	slot = stream_slot_lock_started(ref, LW_SHARED);
 
 	/*
 	 * "horizon" is held back by visibility, "durable_horizon" by unflushed

@@ -98,8 +98,6 @@ stream_seq_truncate_trigger(PG_FUNCTION_ARGS)
 	StreamRef  *ref;
 	StreamSlot *slot;
 	int64		next;
-	Oid			argtypes[2] = {REGCLASSOID, INT8OID};
-	Datum		values[2];
 
 	if (!CALLED_AS_TRIGGER(fcinfo) ||
 		!TRIGGER_FIRED_BY_TRUNCATE(trigdata->tg_event))
@@ -108,21 +106,10 @@ stream_seq_truncate_trigger(PG_FUNCTION_ARGS)
 				 errmsg("stream_seq.truncate_trigger() must be fired BEFORE TRUNCATE")));
 
 	ref = stream_lookup(RelationGetRelid(trigdata->tg_relation), false);
-	for (;;)
-	{
-		slot = stream_slot_lock(ref, LW_SHARED);
-		if (slot->initialized)
-			break;
-		LWLockRelease(slot->lock);
-		stream_initialize_counter(ref);
-	}
+	slot = stream_slot_lock_started(ref, LW_SHARED);
 	next = slot->next;
 	LWLockRelease(slot->lock);
 
-	values[0] = ObjectIdGetDatum(ref->relid);
-	values[1] = Int64GetDatum(next);
-	stream_catalog_exec("UPDATE stream_seq.stream "
-						"SET trimmed_before = greatest(trimmed_before, $2) "
-						"WHERE relid = $1", 2, argtypes, values, NULL, 0, NULL);
+	stream_catalog_record_start(ref->relid, next);
 	return PointerGetDatum(NULL);
 }

@@ -143,10 +143,12 @@ extern void stream_prune(StreamSlot *slot, TransactionId oldest_xmin,
 extern StreamRef *stream_lookup(Oid relid, bool missing_ok);
 extern Oid	stream_catalog_relid(void);
 extern int64 stream_initialize_counter(StreamRef *ref);
+extern StreamSlot *stream_slot_lock_started(StreamRef *ref, LWLockMode mode);
 extern void stream_refill_block(StreamRef *ref);
 extern void stream_catalog_init(void);
 extern void stream_catalog_insert(Oid relid, Name column, Oid head_seq);
 extern void stream_catalog_delete(Oid relid);
+extern void stream_catalog_record_start(Oid relid, int64 first);
 extern uint64 stream_catalog_exec(const char *sql, int nargs, Oid *argtypes,
 								  Datum *values, int64 *row, int ncols,
 								  bool *found);

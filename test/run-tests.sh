@@ -7,23 +7,8 @@
 set -euo pipefail
 cd "$(dirname "$0")/.."
 
-packages="postgresql-15 postgresql-server-dev-15 libipc-run-perl make gcc"
-missing=""
-for p in $packages; do
-	dpkg-query -W -f='${Status}' "$p" 2>/dev/null | grep -q "install ok installed" || missing="$missing $p"
-done
-if [ -n "$missing" ]; then
-	if [ "$(id -u)" = 0 ]; then
-		echo "== installing:$missing"
-		export DEBIAN_FRONTEND=noninteractive
-		apt-get update -q >/dev/null
-		apt-get install -y -q $missing >/dev/null
-	else
-		echo "missing Debian packages:$missing" >&2
-		echo "run: sudo apt-get install -y$missing" >&2
-		exit 1
-	fi
-fi
+. test/packages.sh
+need_packages postgresql-15 postgresql-server-dev-15 libipc-run-perl make gcc
 
 export PATH="/usr/lib/postgresql/15/bin:$PATH"
 PG_CONFIG=/usr/lib/postgresql/15/bin/pg_config

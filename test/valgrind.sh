@@ -58,24 +58,8 @@ error_exitcode=1
 #----------------------------------------------------------------------
 # 1. packages
 #----------------------------------------------------------------------
-packages="valgrind postgresql-15 postgresql-server-dev-15 libipc-run-perl make gcc"
-missing=""
-for p in $packages; do
-	dpkg-query -W -f='${Status}' "$p" 2>/dev/null | grep -q "install ok installed" || missing="$missing $p"
-done
-if [ -n "$missing" ]; then
-	if [ "$(id -u)" = 0 ]; then
-		echo "== installing:$missing"
-		export DEBIAN_FRONTEND=noninteractive
-		apt-get update -q >/dev/null
-		# shellcheck disable=SC2086
-		apt-get install -y -q $missing >/dev/null
-	else
-		echo "missing Debian packages:$missing" >&2
-		echo "run: sudo apt-get install -y$missing" >&2
-		exit 2
-	fi
-fi
+. "$(dirname "$0")/packages.sh"
+need_packages valgrind postgresql-15 postgresql-server-dev-15 libipc-run-perl make gcc
 
 bindir=/usr/lib/postgresql/15/bin
 PG_CONFIG=$bindir/pg_config

@@ -1,0 +1,52 @@
+# Shared memory is bounded: with stream_seq.max_streams = 2, a third stream
+# in use gets a clear error (SQLSTATE 53400) and changes nothing; disabling
+# or dropping a stream frees its slot for another.
+use strict;
+use warnings;
+use PostgreSQL::Test::Cluster;
+use PostgreSQL::Test::Utils;
+use Test::More;
+
+my $node = PostgreSQL::Test::Cluster->new('limits');
+$node->init;
+$node->append_conf('postgresql.conf', q{
+shared_preload_libraries = 'stream_seq'
+stream_seq.max_streams = 2
+});
+$node->start;
+$node->safe_psql('postgres', q{
+CREATE EXTENSION stream_seq;
+CREATE TABLE a (x int); CREATE TABLE b (x int); CREATE TABLE c (x int);
+SELECT stream_seq.enable('a');
+SELECT stream_seq.enable('b');
+});
+is($node->safe_psql('postgres', 'SHOW stream_seq.max_streams'), '2',
+	'the setting is defined when preloaded');
+
+my ($rc, $out, $err) = $node->psql('postgres', q{SELECT stream_seq.enable('c')},
+	extra_params => [ '-v', 'VERBOSITY=verbose' ]);
+isnt($rc, 0, 'a third stream is refused');
+like($err, X;
+like($err, qr/HINT:  Increase "stream_seq.max_streams"/, '... and a hint naming the setting');
+is( $node->safe_psql('postgres', q{
+	SELECT (SELECT count(*) FROM stream_seq.stream WHERE relid = 'c'::regclass)
+	     + (SELECT count(*) FROM pg_trigger WHERE tgrelid = 'c'::regclass)
+	     + (SELECT count(*) FROM pg_attribute WHERE attrelid = 'c'::regclass AND attname = 'seq')}),
+	'0', '... and changes nothing');
+
+# the two streams keep working
+$node->safe_psql('postgres', q{INSERT INTO a VALUES (1); INSERT INTO b VALUES (1)});
+is($node->safe_psql('postgres', q{SELECT stream_seq.horizon('a') || ',' || stream_seq.horizon('b')}),
+	'2,2', 'the streams in use keep working');
+
+# disable() frees a slot; DROP TABLE frees another
+$node->safe_psql('postgres', q{SELECT stream_seq.disable('a')});
+$node->safe_psql('postgres', q{SELECT stream_seq.enable('c'); INSERT INTO c VALUES (1)});
+is($node->safe_psql('postgres', q{SELECT seq FROM c}), '1',
+	'a slot freed by disable() serves a new stream');
+$node->safe_psql('postgres', q{DROP TABLE b; SELECT stream_seq.enable('a'); INSERT INTO a VALUES (2)});
+is($node->safe_psql('postgres', q{SELECT count(*) FROM a WHERE seq IS NOT NULL}), '2',
+	'a slot freed by DROP TABLE serves another');
+
+$node->stop;
+done_testing();
