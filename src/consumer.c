@@ -118,7 +118,6 @@ stream_seq_create_consumer(PG_FUNCTION_ARGS)
 	int64		horizon;
 	Oid			argtypes[4] = {REGCLASSOID, TEXTOID, INT8OID, OIDOID};
 	Datum		values[4];
-	int64		dummy;
 	int64		first_kept;
 	bool		exists;
 
@@ -146,18 +145,14 @@ stream_seq_create_consumer(PG_FUNCTION_ARGS)
 	values[1] = CStringGetTextDatum(consumer);
 	values[2] = Int64GetDatum(start_after);
 	values[3] = ObjectIdGetDatum(GetUserId());
-	stream_catalog_exec("SELECT 1::int8 FROM stream_seq.consumer "
-						"WHERE stream = $1 AND consumer = $2",
-						2, argtypes, values, &dummy, 1, &exists);
-	if (exists)
+	if (stream_catalog_exec("INSERT INTO stream_seq.consumer "
+							"(stream, consumer, position, owner) "
+							"VALUES ($1, $2, $3, $4) ON CONFLICT DO NOTHING",
+							4, argtypes, values, NULL, 0, NULL) == 0)
 		ereport(ERROR,
 				(errcode(ERRCODE_DUPLICATE_OBJECT),
 				 errmsg("consumer \"%s\" of stream table \"%s\" already exists",
 						consumer, get_rel_name(relid))));
-	stream_catalog_exec("INSERT INTO stream_seq.consumer "
-						"(stream, consumer, position, owner) "
-						"VALUES ($1, $2, $3, $4) ON CONFLICT DO NOTHING",
-						4, argtypes, values, NULL, 0, NULL);
 	PG_RETURN_VOID();
 }
 
