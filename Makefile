@@ -2,8 +2,10 @@
 
 EXTENSION    = stream_seq
 MODULE_big   = stream_seq
-OBJS         = src/stream_seq.o src/shmem.o src/catalog.o src/horizon.o src/assign.o \
-               src/consumer.o src/wait.o src/lifecycle.o
+OBJS         = src/stream_seq.o src/shmem.o src/catalog.o src/counter.o \
+               src/horizon.o src/assign.o src/lifecycle.o src/ddl.o \
+               src/retention.o src/consumer.o src/wait.o src/status.o \
+               src/compat.o
 DATA         = $(wildcard sql/$(EXTENSION)--*.sql)
 PGFILEDESC   = "stream_seq - gap-safe stream tables"
 

@@ -18,6 +18,15 @@
  * The row is rewritten with table_tuple_update and index insertion only:
  * no SPI, no user triggers, no executor per row.
  *
+ * The transaction's state follows savepoints: whether a disabled or
+ * dropped stream's shared slot is freed is decided at pre-commit from the
+ * catalog, which rolls back with the savepoint.  A stream row inserted
+ * after the deferred triggers fired (by another extension's pre-commit
+ * callback, say) would commit without a number: it is refused, before our
+ * pre-commit callback by finding its event still queued, after it by the
+ * guard trigger.  PREPARE TRANSACTION is refused for a transaction that
+ * wrote stream rows, since COMMIT PREPARED runs no callback of ours.
+ *
  *-------------------------------------------------------------------------
  */
 #include "postgres.h"
@@ -50,9 +59,7 @@
 
 PG_FUNCTION_INFO_V1(stream_seq_guard_trigger);
 PG_FUNCTION_INFO_V1(stream_seq_assign_trigger);
-PG_FUNCTION_INFO_V1(stream_seq_register);
-PG_FUNCTION_INFO_V1(stream_seq_unregister);
-PG_FUNCTION_INFO_V1(stream_seq_check_preloaded);
+
 
 /*
  * What the current transaction does on one stream.
@@ -79,15 +86,23 @@ typedef struct XactStream
 /* Per-transaction state, in TopTransactionContext; NULL when idle. */
 static HTAB *xact_streams = NULL;
 
-/* Streams disabled by this transaction: slots to free if it commits. */
+/*
+ * Streams disabled or dropped by this transaction (or one of its
+ * subtransactions, which may have rolled back), and those of them whose
+ * catalog row is gone at pre-commit: slots to free at commit.
+ */
 static List *released_streams = NIL;
+static List *slots_to_free = NIL;
 
 /*
  * Whether this transaction computed a horizon: then it keeps its whole
  * reservation (stream_shrink), since it may have seen the counter above
  * what it used while skipping its own entry.
  */
-bool		stream_xact_computed_horizon = false;
+static bool computed_horizon = false;
+
+/* Whether our pre-commit callback has run: no stream row may come after. */
+static bool past_pre_commit = false;
 
 /*
  * xact_stream_get
@@ -152,6 +167,22 @@ check_publications(Relation rel)
 }
 
 /*
+ * report_late_row
+ *		The error for a row inserted into a stream table after the
+ *		transaction's deferred triggers have fired (by another extension's
+ *		pre-commit callback, say): it would commit without a number.
+ */
+static void
+report_late_row(const char *relname)
+{
+	ereport(ERROR,
+			(errcode(ERRCODE_FEATURE_NOT_SUPPORTED),
+			 errmsg("cannot insert into stream table \"%s\" while the transaction is committing",
+					relname),
+			 errdetail("The row was inserted after stream_seq assigned the transaction's numbers; it would have been committed without one.")));
+}
+
+/*
  * stream_seq_guard_trigger
  *		BEFORE INSERT / BEFORE UPDATE OF column: the number is written only
  *		by stream_seq.  Counts inserted rows so that the commit-time
@@ -195,6 +226,10 @@ stream_seq_guard_trigger(PG_FUNCTION_ARGS)
 						column_name(ref), RelationGetRelationName(rel)),
 				 errdetail("Stream numbers are assigned by stream_seq when the inserting transaction commits.")));
 
+	/* too late: its assignment event would never fire */
+	if (past_pre_commit)
+		report_late_row(RelationGetRelationName(rel));
+
 	xs = xact_stream_get(ref);
 	if (xs->inserted++ == 0)
 		check_publications(rel);
@@ -217,7 +252,7 @@ take_number(XactStream *xs)
 		int64		lo;
 		int64		n;
 
-		n = stream_reserve(xs->ref, want, xs->has_entry, &lo);
+		n = stream_take_numbers(xs->ref, want, xs->has_entry, &lo);
 		xs->has_entry = true;
 		xs->slotno = xs->ref->slotno;
 		xs->generation = xs->ref->generation;
@@ -414,21 +449,21 @@ finish_xact(bool committed)
 	{
 		HASH_SEQ_STATUS status;
 		XactStream *xs;
-		TransactionId xid = GetTopTransactionIdIfAny();
 
 		hash_seq_init(&status, xact_streams);
 		while ((xs = hash_seq_search(&status)) != NULL)
 		{
 			if (xs->has_entry)
-				stream_finish_entry(xs->slotno, xs->generation, xid,
-									committed,
+				stream_finish_entry(xs->slotno, xs->generation, committed,
 									committed ? XactLastCommitEnd : InvalidXLogRecPtr);
 		}
 	}
 	xact_streams = NULL;
 	released_streams = NIL;
-	stream_xact_computed_horizon = false;
-	stream_horizon_reset_cache();
+	slots_to_free = NIL;
+	computed_horizon = false;
+	past_pre_commit = false;
+	stream_horizon_forget();
 }
 
 /*
@@ -449,6 +484,33 @@ notify_stream(Oid relid)
 }
 
 /*
+ * decide_slots_to_free
+ *		At pre-commit, which of the streams this transaction disabled or
+ *		dropped are really gone: those whose catalog row this transaction
+ *		has deleted, and not restored by a rollback to a savepoint or by
+ *		enabling the table again.  Their slots are freed at commit.
+ */
+static void
+decide_slots_to_free(void)
+{
+	ListCell   *lc;
+
+	foreach(lc, released_streams)
+	{
+		Oid			relid = lfirst_oid(lc);
+
+		if (!list_member_oid(slots_to_free, relid) &&
+			!stream_catalog_has(relid))
+		{
+			MemoryContext oldcxt = MemoryContextSwitchTo(TopTransactionContext);
+
+			slots_to_free = lappend_oid(slots_to_free, relid);
+			MemoryContextSwitchTo(oldcxt);
+		}
+	}
+}
+
+/*
  * stream_xact_callback
  *		Before commit: give back unused reservations and close the writers.
  *		At commit or abort: record the outcome.  Before PREPARE: refuse, as
@@ -464,13 +526,21 @@ stream_xact_callback(XactEvent event, void *arg)
 	switch (event)
 	{
 		case XACT_EVENT_PRE_COMMIT:
+			past_pre_commit = true;
+			decide_slots_to_free();
 			if (xact_streams == NULL)
 				break;
 			hash_seq_init(&status, xact_streams);
 			while ((xs = hash_seq_search(&status)) != NULL)
 			{
+				/* rows queued after the deferred triggers fired */
+				if (AfterTriggerPendingOnRel(xs->relid))
+				{
+					hash_seq_term(&status);
+					report_late_row(get_rel_name(xs->relid));
+				}
 				if (xs->has_entry && xs->cur_next < xs->cur_end &&
-					!stream_xact_computed_horizon)
+					!computed_horizon)
 					stream_shrink(xs->ref, xs->cur_next, xs->cur_end);
 				close_writer(xs);
 				if (xs->has_entry && stream_seq_notify)
@@ -500,7 +570,7 @@ stream_xact_callback(XactEvent event, void *arg)
 			{
 				ListCell   *lc;
 
-				foreach(lc, released_streams)
+				foreach(lc, slots_to_free)
 					stream_slot_release(MyDatabaseId, lfirst_oid(lc));
 				finish_xact(true);
 			}
@@ -527,63 +597,36 @@ stream_assign_init(void)
 }
 
 /*
- * stream_seq_check_preloaded
- *		SQL: _check_preloaded(), the documented error when the library is not
- *		in shared_preload_libraries.
+ * stream_note_horizon_computed
+ *		The transaction computed a horizon (see computed_horizon).
  */
-Datum
-stream_seq_check_preloaded(PG_FUNCTION_ARGS)
+void
+stream_note_horizon_computed(void)
 {
-	stream_check_preloaded();
-	PG_RETURN_VOID();
+	computed_horizon = true;
 }
 
 /*
- * stream_seq_register
- *		SQL: _register(stream, seq_column, head_seq, lowest), the last step
- *		of enable(): writes the catalog row, attaches the stream's
- *		slot with a fresh counter and records enable()'s own transaction as
- *		holding numbers from "lowest": the rows it numbered, and rows that
- *		were in the table before, are invisible to snapshots taken before
- *		it commits, so those snapshots must get a horizon at or below them.
+ * stream_xact_has_entry
+ *		Make the current transaction's state say that it holds an entry on
+ *		the stream, added by stream_add_entry (enable()), so that its
+ *		outcome is recorded at commit or abort.
  */
-Datum
-stream_seq_register(PG_FUNCTION_ARGS)
+void
+stream_xact_has_entry(StreamRef *ref)
 {
-	Oid			relid = PG_GETARG_OID(0);
-	Name		column = PG_GETARG_NAME(1);
-	Oid			head_seq = PG_GETARG_OID(2);
-	int64		lowest = PG_GETARG_INT64(3);
-	StreamRef  *ref;
-	StreamSlot *slot;
-	XactStream *xs;
+	XactStream *xs = xact_stream_get(ref);
 
-	if (!pg_class_ownercheck(relid, GetUserId()))
-		aclcheck_error(ACLCHECK_NOT_OWNER, OBJECT_TABLE, get_rel_name(relid));
-	stream_check_preloaded();
-
-	stream_catalog_insert(relid, column, head_seq);
-	CommandCounterIncrement();
-	CacheInvalidateRelcacheByRelid(relid);
-	ref = stream_lookup(relid, false);
-
-	/* a slot left by an earlier stream on this table starts afresh */
-	slot = stream_slot_lock(ref, LW_EXCLUSIVE);
-	slot->initialized = false;
-	LWLockRelease(slot->lock);
-
-	stream_add_entry(ref, lowest);
-	xs = xact_stream_get(ref);
 	xs->has_entry = true;
 	xs->slotno = ref->slotno;
 	xs->generation = ref->generation;
-	PG_RETURN_VOID();
 }
 
 /*
  * stream_release_at_commit
- *		Free the shared slot of a stream if and when the current transaction
- *		commits (the stream was disabled or its table dropped).
+ *		The current transaction disabled stream "relid" or dropped its
+ *		table: free the shared slot if, at commit, its catalog row is gone
+ *		(see decide_slots_to_free).
  */
 void
 stream_release_at_commit(Oid relid)
@@ -592,25 +635,4 @@ stream_release_at_commit(Oid relid)
 
 	released_streams = lappend_oid(released_streams, relid);
 	MemoryContextSwitchTo(oldcxt);
-}
-
-/*
- * stream_seq_unregister
- *		SQL: _unregister(stream regclass), the last step of disable():
- *		removes the catalog row; the stream's slot is freed if and when the
- *		transaction commits.
- */
-Datum
-stream_seq_unregister(PG_FUNCTION_ARGS)
-{
-	Oid			relid = PG_GETARG_OID(0);
-
-	if (!pg_class_ownercheck(relid, GetUserId()))
-		aclcheck_error(ACLCHECK_NOT_OWNER, OBJECT_TABLE, get_rel_name(relid));
-	stream_check_preloaded();
-
-	stream_catalog_delete(relid);
-	CacheInvalidateRelcacheByRelid(relid);
-	stream_release_at_commit(relid);
-	PG_RETURN_VOID();
 }

@@ -2,18 +2,13 @@
  *
  * catalog.c
  *	  The stream catalog (table stream_seq.stream), the backend's cache of
- *	  it, and the durable record of each stream's head.
+ *	  it, and the way internal statements run as another role.
  *
- * The head of a stream is recorded in a sequence owned by the stream's
- * column (created by enable()), whose increment is the number of stream
- * numbers recorded at a time.  A backend hands out numbers only below the
- * end of a block it obtained from that sequence (invariant 2 of shmem.c),
- * so the recorded head is WAL-logged, survives crashes, follows the
- * primary onto streaming standbys and is restored by pg_dump, all by
- * PostgreSQL's own machinery, and is written once per block, not per
- * number.  After a restart the counter starts at the table's maximum + 1;
- * the first reservation then jumps to a fresh block above everything the
- * sequence ever recorded, which covers numbers whose rows were deleted.
+ * A backend looks a stream up once per relcache invalidation of its table:
+ * the catalog row says which column is numbered and which sequence records
+ * the head; the lookup attaches the stream's shared slot, reclaiming slots
+ * that disabled, dropped or never-committed streams left behind when every
+ * slot is taken.
  *
  *-------------------------------------------------------------------------
  */
@@ -21,15 +16,15 @@
 
 #include "access/genam.h"
 #include "access/htup_details.h"
-#include "access/xlog.h"
 #include "access/table.h"
+#include "access/xact.h"
 #include "catalog/namespace.h"
+#include "catalog/pg_class.h"
 #include "catalog/pg_sequence.h"
 #include "catalog/pg_type.h"
-#include "commands/sequence.h"
 #include "executor/spi.h"
 #include "miscadmin.h"
-#include "storage/lmgr.h"
+#include "storage/procarray.h"
 #include "utils/builtins.h"
 #include "utils/fmgroids.h"
 #include "utils/guc.h"
@@ -47,15 +42,9 @@
 #define Anum_stream_relid		1
 #define Anum_stream_seq_column	2
 #define Anum_stream_head_seq	3
+#define Anum_stream_trimmed_before 4
 
 static HTAB *stream_cache = NULL;
-
-/*
- * How many blocks a crash can leave the head sequence ahead of the numbers
- * handed out: the block in use plus the 32 values (SEQ_LOG_VALS in
- * sequence.c) that PostgreSQL WAL-logs ahead for every sequence.
- */
-#define HEAD_MARGIN_BLOCKS 33
 
 /*
  * invalidate_stream_cache
@@ -84,14 +73,16 @@ invalidate_stream_cache(Datum arg, Oid relid)
 }
 
 /*
- * stream_catalog_init
- *		Set up the backend's cache (called from _PG_init).
+ * ensure_cache
+ *		Set up the backend's cache on first use.
  */
-void
-stream_catalog_init(void)
+static void
+ensure_cache(void)
 {
 	HASHCTL		ctl;
 
+	if (stream_cache != NULL)
+		return;
 	ctl.keysize = sizeof(Oid);
 	ctl.entrysize = sizeof(StreamRef);
 	ctl.hcxt = TopMemoryContext;
@@ -102,60 +93,101 @@ stream_catalog_init(void)
 
 /*
  * stream_catalog_relid
- *		OID of the table stream_seq.stream.
+ *		OID of the table stream_seq.stream; InvalidOid if "missing_ok" and
+ *		the extension's schema or table is gone.  Syscache lookups only: no
+ *		privilege on the schema is needed.
  */
 Oid
-stream_catalog_relid(void)
+stream_catalog_relid(bool missing_ok)
 {
-	Oid			nsp = get_namespace_oid("stream_seq", false);
-	Oid			relid = get_relname_relid("stream", nsp);
+	Oid			nsp = stream_namespace(missing_ok);
+	Oid			relid = OidIsValid(nsp) ? get_relname_relid("stream", nsp) :
+		InvalidOid;
 
-	if (!OidIsValid(relid))
+	if (!OidIsValid(relid) && !missing_ok)
 		elog(ERROR, "stream_seq catalog table is missing");
 	return relid;
 }
 
 /*
- * load_stream
- *		Fill "ref" from the catalog row of its table; false if there is none.
- *		Reads with a fresh catalog snapshot, not the caller's: a transaction
- *		whose snapshot predates enable() still writes through the triggers
- *		enable() created.
+ * stream_catalog_owner
+ *		Owner of the extension's tables: the role internal statements that
+ *		write them run as.
+ */
+Oid
+stream_catalog_owner(void)
+{
+	HeapTuple	reltuple;
+	Oid			owner;
+
+	reltuple = SearchSysCache1(RELOID,
+							   ObjectIdGetDatum(stream_catalog_relid(false)));
+	if (!HeapTupleIsValid(reltuple))
+		elog(ERROR, "cache lookup failed for stream_seq catalog");
+	owner = ((Form_pg_class) GETSTRUCT(reltuple))->relowner;
+	ReleaseSysCache(reltuple);
+	return owner;
+}
+
+/*
+ * scan_catalog_row
+ *		Look up the catalog row of "relid" with a fresh snapshot (not the
+ *		caller's: a transaction whose snapshot predates enable() still
+ *		writes through the triggers enable() created), and copy what it
+ *		says into "ref" if given.  Returns whether there is a row.
  */
 static bool
-load_stream(StreamRef *ref)
+scan_catalog_row(Oid relid, StreamRef *ref)
 {
+	Oid			catalog_relid = stream_catalog_relid(true);
 	Relation	catalog;
 	SysScanDesc scan;
 	ScanKeyData key;
 	HeapTuple	tuple;
+	Snapshot	snapshot;
 	bool		found = false;
+	NameData	column;
 
-	catalog = table_open(stream_catalog_relid(), AccessShareLock);
+	if (!OidIsValid(catalog_relid))
+		return false;
+	catalog = table_open(catalog_relid, AccessShareLock);
+	snapshot = RegisterSnapshot(GetLatestSnapshot());
 	ScanKeyInit(&key, Anum_stream_relid, BTEqualStrategyNumber, F_OIDEQ,
-				ObjectIdGetDatum(ref->relid));
-	scan = systable_beginscan(catalog, InvalidOid, false, NULL, 1, &key);
+				ObjectIdGetDatum(relid));
+	scan = systable_beginscan(catalog, InvalidOid, false, snapshot, 1, &key);
 	tuple = systable_getnext(scan);
 	if (HeapTupleIsValid(tuple))
 	{
 		TupleDesc	desc = RelationGetDescr(catalog);
 		bool		isnull;
-		Name		column;
+
+		found = true;
+		if (ref != NULL)
+		{
+			namestrcpy(&column,
+					   NameStr(*DatumGetName(heap_getattr(tuple, Anum_stream_seq_column,
+														  desc, &isnull))));
+			ref->head_seq = DatumGetObjectId(heap_getattr(tuple,
+														  Anum_stream_head_seq,
+														  desc, &isnull));
+		}
+	}
+	systable_endscan(scan);
+	UnregisterSnapshot(snapshot);
+	table_close(catalog, AccessShareLock);
+
+	if (found && ref != NULL)
+	{
 		HeapTuple	seqtuple;
 		HeapTuple	reltuple;
 
-		column = DatumGetName(heap_getattr(tuple, Anum_stream_seq_column,
-										   desc, &isnull));
-		ref->head_seq = DatumGetObjectId(heap_getattr(tuple,
-													  Anum_stream_head_seq,
-													  desc, &isnull));
-		ref->seq_attnum = get_attnum(ref->relid, NameStr(*column));
+		ref->seq_attnum = get_attnum(relid, NameStr(column));
 		if (ref->seq_attnum == InvalidAttrNumber ||
-			get_atttype(ref->relid, ref->seq_attnum) != INT8OID)
+			get_atttype(relid, ref->seq_attnum) != INT8OID)
 			ereport(ERROR,
 					(errcode(ERRCODE_OBJECT_NOT_IN_PREREQUISITE_STATE),
 					 errmsg("stream column \"%s\" of table \"%s\" is missing or not of type bigint",
-							NameStr(*column), get_rel_name(ref->relid)),
+							NameStr(column), get_rel_name(relid)),
 					 errhint("Disable the stream with stream_seq.disable() and enable it again.")));
 
 		seqtuple = SearchSysCache1(SEQRELID, ObjectIdGetDatum(ref->head_seq));
@@ -163,21 +195,86 @@ load_stream(StreamRef *ref)
 			ereport(ERROR,
 					(errcode(ERRCODE_OBJECT_NOT_IN_PREREQUISITE_STATE),
 					 errmsg("head sequence of stream table \"%s\" is missing",
-							get_rel_name(ref->relid)),
+							get_rel_name(relid)),
 					 errhint("Disable the stream with stream_seq.disable() and enable it again.")));
 		ref->head_interval = ((Form_pg_sequence) GETSTRUCT(seqtuple))->seqincrement;
 		ReleaseSysCache(seqtuple);
 
-		reltuple = SearchSysCache1(RELOID, ObjectIdGetDatum(ref->relid));
+		reltuple = SearchSysCache1(RELOID, ObjectIdGetDatum(relid));
 		if (!HeapTupleIsValid(reltuple))
-			elog(ERROR, "cache lookup failed for relation %u", ref->relid);
+			elog(ERROR, "cache lookup failed for relation %u", relid);
 		ref->owner = ((Form_pg_class) GETSTRUCT(reltuple))->relowner;
 		ReleaseSysCache(reltuple);
-		found = true;
 	}
-	systable_endscan(scan);
-	table_close(catalog, AccessShareLock);
 	return found;
+}
+
+/*
+ * stream_catalog_has
+ *		Whether "relid" has a catalog row, as the current transaction sees
+ *		it now (its own changes included).
+ */
+bool
+stream_catalog_has(Oid relid)
+{
+	return scan_catalog_row(relid, NULL);
+}
+
+/*
+ * xact_may_be_running
+ *		Whether the transaction that attached a slot may still be running.
+ *		An xid more than 2^31 transactions old is long finished, and would
+ *		compare wrongly as a 32-bit xid.
+ */
+static bool
+xact_may_be_running(FullTransactionId xid)
+{
+	FullTransactionId next = ReadNextFullTransactionId();
+
+	if (!FullTransactionIdIsValid(xid))
+		return false;
+	if (U64FromFullTransactionId(next) - U64FromFullTransactionId(xid) >=
+		(uint64) 1 << 31)
+		return false;
+	return TransactionIdIsInProgress(XidFromFullTransactionId(xid));
+}
+
+/*
+ * reclaim_slots
+ *		Free the shared slots that streams left behind: those of databases
+ *		that no longer exist, and those of this database whose catalog row
+ *		is gone (a stream disabled or dropped by a prepared transaction, an
+ *		enable() that rolled back, a DROP EXTENSION).  A slot taken by a
+ *		transaction that may still be running is kept: its catalog row may
+ *		be uncommitted.  Slots of other databases whose rows are gone can
+ *		only be judged from those databases.  Returns how many were freed.
+ */
+static int
+reclaim_slots(void)
+{
+	StreamSlotIdent *idents;
+	int			n;
+	int			freed = 0;
+	int			i;
+
+	idents = palloc(sizeof(StreamSlotIdent) * stream_seq_max_streams);
+	n = stream_slot_list(idents, stream_seq_max_streams);
+	for (i = 0; i < n; i++)
+	{
+		StreamSlotIdent *id = &idents[i];
+		bool		stale;
+
+		if (id->dboid != MyDatabaseId)
+			stale = !SearchSysCacheExists1(DATABASEOID,
+										   ObjectIdGetDatum(id->dboid));
+		else
+			stale = !xact_may_be_running(id->attached_by) &&
+				!stream_catalog_has(id->relid);
+		if (stale && stream_slot_free(id->slotno, id->generation))
+			freed++;
+	}
+	pfree(idents);
+	return freed;
 }
 
 /*
@@ -186,13 +283,14 @@ load_stream(StreamRef *ref)
  *		attached to its shared slot if not cached.  A table that is not a
  *		stream gets NULL if "missing_ok", else an error.
  */
-StreamRef *
+StreamRef  *
 stream_lookup(Oid relid, bool missing_ok)
 {
 	StreamRef  *ref;
 	bool		found;
 
 	stream_check_preloaded();
+	ensure_cache();
 
 	ref = hash_search(stream_cache, &relid, HASH_ENTER, &found);
 	if (!found)
@@ -200,7 +298,7 @@ stream_lookup(Oid relid, bool missing_ok)
 	if (ref->valid)
 		return ref;
 
-	if (!load_stream(ref))
+	if (!scan_catalog_row(relid, ref))
 	{
 		char	   *relname = get_rel_name(relid);
 
@@ -215,320 +313,190 @@ stream_lookup(Oid relid, bool missing_ok)
 				 errmsg("table \"%s\" is not a stream table", relname),
 				 errhint("Use stream_seq.enable() to make it one.")));
 	}
-	stream_slot_attach(ref);
+	if (!stream_slot_attach(ref) &&
+		(reclaim_slots() == 0 || !stream_slot_attach(ref)))
+		ereport(ERROR,
+				(errcode(ERRCODE_CONFIGURATION_LIMIT_EXCEEDED),
+				 errmsg("too many stream tables in use"),
+				 errdetail("All %d stream slots are taken.",
+						   stream_seq_max_streams),
+				 errhint("Increase \"stream_seq.max_streams\" and restart the server.")));
 	ref->valid = true;
 	return ref;
 }
 
 /*
- * Saved state of the caller while an internal operation runs as another
- * role (see begin_internal).
- */
-typedef struct InternalContext
-{
-	Oid			save_userid;
-	int			save_sec_context;
-	int			save_nestlevel;
-} InternalContext;
-
-/*
- * begin_internal
+ * stream_run_as
  *		Run what follows as "role", with search_path pinned to pg_catalog:
- *		internal queries must resolve operators and functions the same way
- *		whatever the caller's search_path holds, since they may run as the
- *		extension's owner.  Used to read a stream as its table's owner (a
- *		role allowed to insert into a stream need not be allowed to read it
- *		or use its head sequence) and to write the extension's tables.
+ *		internal statements must resolve operators and functions the same
+ *		way whatever the caller's search_path holds, since they may run as
+ *		the extension's owner.  Used to write the extension's tables and
+ *		head sequences, and to read a stream's table whatever its
+ *		row-level security says.  Undone by stream_run_as_end, or by the
+ *		transaction's abort.
  */
-static void
-begin_internal(Oid role, InternalContext *cxt)
+void
+stream_run_as(Oid role, int *save_nestlevel, Oid *save_userid,
+			  int *save_sec_context)
 {
-	GetUserIdAndSecContext(&cxt->save_userid, &cxt->save_sec_context);
+	GetUserIdAndSecContext(save_userid, save_sec_context);
 	SetUserIdAndSecContext(role,
-						   cxt->save_sec_context | SECURITY_LOCAL_USERID_CHANGE |
+						   *save_sec_context | SECURITY_LOCAL_USERID_CHANGE |
 						   SECURITY_RESTRICTED_OPERATION);
-	cxt->save_nestlevel = NewGUCNestLevel();
+	*save_nestlevel = NewGUCNestLevel();
 	(void) set_config_option("search_path", "pg_catalog, pg_temp",
 							 PGC_USERSET, PGC_S_SESSION,
 							 GUC_ACTION_SAVE, true, 0, false);
 }
 
 /*
- * end_internal
+ * stream_run_as_end
  *		Back to the caller's role and settings.
  */
-static void
-end_internal(InternalContext *cxt)
-{
-	AtEOXact_GUC(false, cxt->save_nestlevel);
-	SetUserIdAndSecContext(cxt->save_userid, cxt->save_sec_context);
-}
-
-/*
- * read_stream_state
- *		What the table and the catalog say after a start, read with the
- *		latest snapshot: the highest number in the table (PG_INT64_MIN if
- *		none, found through the unique index), the end of the numbers the
- *		head sequence records as handed out, and where trimming left the
- *		stream's start.
- */
-static void
-read_stream_state(StreamRef *ref, int64 *max_number, int64 *recorded_end,
-				  int64 *first)
-{
-	InternalContext cxt;
-	char	   *query;
-	SPIPlanPtr	plan;
-	HeapTuple	row;
-	TupleDesc	desc;
-	bool		isnull;
-	Datum		value;
-	Oid			argtypes[1] = {OIDOID};
-	Datum		args[1];
-
-	if (get_rel_name(ref->relid) == NULL || get_rel_name(ref->head_seq) == NULL ||
-		get_attname(ref->relid, ref->seq_attnum, true) == NULL)
-		ereport(ERROR,
-				(errcode(ERRCODE_OBJECT_NOT_IN_PREREQUISITE_STATE),
-				 errmsg("stream table with OID %u was disabled or dropped while in use",
-						ref->relid)));
-
-	begin_internal(ref->owner, &cxt);
-	if (SPI_connect() != SPI_OK_CONNECT)
-		elog(ERROR, "SPI_connect failed");
-	query = psprintf("SELECT (SELECT max(%s) FROM %s), "
-					 "CASE WHEN h.is_called THEN h.last_value + %lld ELSE h.last_value END, "
-					 "(SELECT s.trimmed_before FROM stream_seq.stream s WHERE s.relid = $1) "
-					 "FROM %s h",
-					 quote_identifier(get_attname(ref->relid, ref->seq_attnum,
-												  false)),
-					 quote_qualified_identifier(get_namespace_name(get_rel_namespace(ref->relid)),
-												get_rel_name(ref->relid)),
-					 (long long) ref->head_interval,
-					 quote_qualified_identifier(get_namespace_name(get_rel_namespace(ref->head_seq)),
-												get_rel_name(ref->head_seq)));
-	plan = SPI_prepare(query, 1, argtypes);
-	if (plan == NULL)
-		elog(ERROR, "SPI_prepare failed for \"%s\"", query);
-	args[0] = ObjectIdGetDatum(ref->relid);
-	if (SPI_execute_snapshot(plan, args, NULL, GetLatestSnapshot(),
-							 InvalidSnapshot, true, false, 1) != SPI_OK_SELECT ||
-		SPI_processed != 1)
-		elog(ERROR, "SPI_execute_snapshot failed for \"%s\"", query);
-	row = SPI_tuptable->vals[0];
-	desc = SPI_tuptable->tupdesc;
-	value = SPI_getbinval(row, desc, 1, &isnull);
-	*max_number = isnull ? PG_INT64_MIN : DatumGetInt64(value);
-	value = SPI_getbinval(row, desc, 2, &isnull);
-	*recorded_end = isnull ? PG_INT64_MIN : DatumGetInt64(value);
-	value = SPI_getbinval(row, desc, 3, &isnull);
-	*first = isnull ? 1 : DatumGetInt64(value);
-	SPI_finish();
-	end_internal(&cxt);
-}
-
-/*
- * stream_initialize_counter
- *		Start the counter of a stream after a server start (or enable()):
- *		next = the table's maximum + 1 (or the point the stream was trimmed
- *		or truncated to, if higher), with no recorded block yet, so the
- *		first reservation fetches a block from the head sequence and jumps
- *		above every number recorded before.  Until then, horizons are
- *		computed from the table's maximum, which is safe because no number
- *		has been handed out since the start.
- *
- *		The recorded head is verified against the table.  One behind the
- *		table is reported here and moved forward by the first refill.  One
- *		ahead of the table by more than a crash can explain is reported
- *		too, in the server log only, and kept: rows above the table's
- *		maximum may have been deleted, transactions that failed after taking
- *		numbers leave them unused, and moving the head back could hand
- *		numbers out again.  A crash alone can leave it HEAD_MARGIN_BLOCKS
- *		blocks ahead: the block in use, and the values PostgreSQL logs ahead
- *		for every sequence.
- *
- *		During recovery the value is only computed, not kept: a standby
- *		replays new rows and a new head without this backend knowing, so a
- *		counter set now would be stale after promotion.
- */
-int64
-stream_initialize_counter(StreamRef *ref)
-{
-	int64		max_number;
-	int64		recorded_end;
-	int64		first;
-	int64		start;
-	int64		explained;
-	StreamSlot *slot;
-
-	read_stream_state(ref, &max_number, &recorded_end, &first);
-	start = (max_number == PG_INT64_MIN) ? 1 : max_number + 1;
-	explained = Max(start, first);
-	/* numbers below the trim point were handed out, even if none remain */
-	start = explained;
-
-	if (recorded_end < start)
-		ereport(WARNING,
-				(errcode(ERRCODE_DATA_CORRUPTED),
-				 errmsg("recorded head of stream table \"%s\" is behind its rows",
-						get_rel_name(ref->relid)),
-				 errdetail("Head sequence \"%s\" records numbers below " INT64_FORMAT " but numbers below " INT64_FORMAT " were handed out.",
-						   get_rel_name(ref->head_seq), recorded_end,
-						   start),
-				 errhint("The head is rebuilt from the table before the next number is handed out.")));
-	else if (recorded_end > explained + HEAD_MARGIN_BLOCKS * ref->head_interval)
-		ereport(LOG,
-				(errcode(ERRCODE_DATA_CORRUPTED),
-				 errmsg("recorded head of stream table \"%s\" is ahead of its rows",
-						get_rel_name(ref->relid)),
-				 errdetail("Head sequence \"%s\" records numbers below " INT64_FORMAT ", more than %d blocks of " INT64_FORMAT " above the stream's rows, which end below " INT64_FORMAT ".",
-						   get_rel_name(ref->head_seq), recorded_end,
-						   HEAD_MARGIN_BLOCKS, ref->head_interval, explained),
-				 errhint("New numbers continue above the recorded head: rows above the table's highest number may have been deleted, and their numbers are never handed out again.")));
-
-	if (RecoveryInProgress())
-		return start;
-
-	slot = stream_slot_lock(ref, LW_EXCLUSIVE);
-	if (!slot->initialized)
-	{
-		slot->next = start;
-		slot->block_end = start;
-		slot->initialized = true;
-	}
-	start = slot->next;
-	LWLockRelease(slot->lock);
-	return start;
-}
-
-/*
- * stream_slot_lock_started
- *		Lock the stream's slot with its counter started, starting it first
- *		if need be.  Not during recovery, where the counter is never kept.
- */
-StreamSlot *
-stream_slot_lock_started(StreamRef *ref, LWLockMode mode)
-{
-	Assert(!RecoveryInProgress());
-	for (;;)
-	{
-		StreamSlot *slot = stream_slot_lock(ref, mode);
-
-		if (slot->initialized)
-			return slot;
-		LWLockRelease(slot->lock);
-		(void) stream_initialize_counter(ref);
-	}
-}
-
-/*
- * stream_refill_block
- *		Record a new block of numbers in the head sequence and make it
- *		available.  Refills of one stream are serialized by a lock on the
- *		sequence that conflicts only with itself, so blocks are installed in
- *		the order the sequence handed them out.  A sequence found behind the
- *		counter (set back by hand) is moved forward first; it never moves
- *		back.
- */
 void
-stream_refill_block(StreamRef *ref)
+stream_run_as_end(int save_nestlevel, Oid save_userid, int save_sec_context)
 {
-	StreamSlot *slot;
-	int64		next;
-	int64		block;
-	InternalContext cxt;
-
-	LockRelationOid(ref->head_seq, ShareUpdateExclusiveLock);
-
-	slot = stream_slot_lock(ref, LW_SHARED);
-	next = slot->next;
-	if (slot->next < slot->block_end)
-	{
-		/* another backend refilled while we waited */
-		LWLockRelease(slot->lock);
-		UnlockRelationOid(ref->head_seq, ShareUpdateExclusiveLock);
-		return;
-	}
-	LWLockRelease(slot->lock);
-
-	begin_internal(ref->owner, &cxt);
-	block = nextval_internal(ref->head_seq, false);
-	if (block + ref->head_interval <= next)
-	{
-		ereport(LOG,
-				(errmsg("moving recorded head of stream table \"%s\" forward to " INT64_FORMAT,
-						get_rel_name(ref->relid), next),
-				 errdetail("Head sequence \"%s\" gave block " INT64_FORMAT ", below numbers already in use.",
-						   get_rel_name(ref->head_seq), block)));
-		DirectFunctionCall3(setval3_oid, ObjectIdGetDatum(ref->head_seq),
-							Int64GetDatum(next), BoolGetDatum(false));
-		block = nextval_internal(ref->head_seq, false);
-	}
-	end_internal(&cxt);
-
-	slot = stream_slot_lock(ref, LW_EXCLUSIVE);
-	if (block + ref->head_interval > slot->block_end)
-	{
-		slot->block_end = block + ref->head_interval;
-		if (block > slot->next)
-			slot->next = block;
-	}
-	LWLockRelease(slot->lock);
-
-	UnlockRelationOid(ref->head_seq, ShareUpdateExclusiveLock);
+	AtEOXact_GUC(false, save_nestlevel);
+	SetUserIdAndSecContext(save_userid, save_sec_context);
 }
 
 /*
- * stream_catalog_exec
- *		Run one statement against the extension's tables as their owner
- *		(see begin_internal): ordinary roles may not write them, and the SQL
- *		entry points that do run as the caller, having checked the caller's
- *		privileges first.
- *		Returns the number of rows processed; if "row" is given, the first
- *		"ncols" columns of the first row (all int8) go there, and *found
- *		says whether there was a row.
+ * catalog_exec
+ *		Run one statement as the owner of the extension's tables (see
+ *		stream_run_as): ordinary roles may not write them, and the SQL entry
+ *		points that do run as the caller, having checked the caller's
+ *		privileges first.  With "latest", reads see the latest committed
+ *		state (and the transaction's own changes) rather than the caller's
+ *		snapshot.  Returns the number of rows processed; if "row" is given,
+ *		the first "ncols" columns of the first row (all int8, NULL as
+ *		PG_INT64_MIN) go there; if "text" is given, the first column of the
+ *		first row as text (NULL if none); *found says whether there was a
+ *		row.
  */
-uint64
-stream_catalog_exec(const char *sql, int nargs, Oid *argtypes, Datum *values,
-					int64 *row, int ncols, bool *found)
+static uint64
+catalog_exec(const char *sql, int nargs, Oid *argtypes, Datum *values,
+			 bool latest, int64 *row, int ncols, char **text, bool *found)
 {
-	InternalContext cxt;
-	HeapTuple	reltuple;
-	Oid			owner;
+	int			save_nestlevel;
+	Oid			save_userid;
+	int			save_sec_context;
+	SPIPlanPtr	plan;
 	uint64		processed;
+	int			rc;
 
-	reltuple = SearchSysCache1(RELOID, ObjectIdGetDatum(stream_catalog_relid()));
-	if (!HeapTupleIsValid(reltuple))
-		elog(ERROR, "cache lookup failed for stream_seq catalog");
-	owner = ((Form_pg_class) GETSTRUCT(reltuple))->relowner;
-	ReleaseSysCache(reltuple);
-
-	begin_internal(owner, &cxt);
+	stream_run_as(stream_catalog_owner(), &save_nestlevel, &save_userid,
+				  &save_sec_context);
 	if (SPI_connect() != SPI_OK_CONNECT)
 		elog(ERROR, "SPI_connect failed");
-	if (SPI_execute_with_args(sql, nargs, argtypes, values, NULL, false, 0) < 0)
-		elog(ERROR, "SPI_execute_with_args failed for \"%s\"", sql);
+	plan = SPI_prepare(sql, nargs, argtypes);
+	if (plan == NULL)
+		elog(ERROR, "SPI_prepare failed for \"%s\"", sql);
+	if (latest)
+		rc = SPI_execute_snapshot(plan, values, NULL, GetLatestSnapshot(),
+								  InvalidSnapshot, false, false, 0);
+	else
+		rc = SPI_execute_plan(plan, values, NULL, false, 0);
+	if (rc < 0)
+		elog(ERROR, "SPI execution failed for \"%s\"", sql);
 	processed = SPI_processed;
 	if (found != NULL)
-		*found = false;
-	if (row != NULL && SPI_tuptable != NULL && SPI_processed > 0)
+		*found = SPI_tuptable != NULL && SPI_processed > 0;
+	if (text != NULL)
+		*text = NULL;
+	if (SPI_tuptable != NULL && SPI_processed > 0)
 	{
 		int			i;
 
-		for (i = 0; i < ncols; i++)
+		for (i = 0; row != NULL && i < ncols; i++)
 		{
 			bool		isnull;
 			Datum		value = SPI_getbinval(SPI_tuptable->vals[0],
 											  SPI_tuptable->tupdesc, i + 1,
 											  &isnull);
 
-			row[i] = isnull ? 0 : DatumGetInt64(value);
+			row[i] = isnull ? PG_INT64_MIN : DatumGetInt64(value);
 		}
-		if (found != NULL)
-			*found = true;
+		if (text != NULL)
+		{
+			char	   *value = SPI_getvalue(SPI_tuptable->vals[0],
+											 SPI_tuptable->tupdesc, 1);
+
+			if (value != NULL)
+			{
+				*text = SPI_palloc(strlen(value) + 1);
+				strcpy(*text, value);
+			}
+		}
 	}
 	SPI_finish();
-	end_internal(&cxt);
+	stream_run_as_end(save_nestlevel, save_userid, save_sec_context);
+	return processed;
+}
+
+/*
+ * stream_catalog_exec
+ *		catalog_exec with the caller's snapshot: consumers' positions are
+ *		read and locked as the caller's transaction sees them.
+ */
+uint64
+stream_catalog_exec(const char *sql, int nargs, Oid *argtypes, Datum *values,
+					int64 *row, int ncols, bool *found)
+{
+	return catalog_exec(sql, nargs, argtypes, values, false, row, ncols,
+						NULL, found);
+}
+
+/*
+ * stream_catalog_exec_latest
+ *		catalog_exec with the latest snapshot: what the table, the catalog
+ *		and the head sequence say now, whatever the caller's snapshot.
+ */
+uint64
+stream_catalog_exec_latest(const char *sql, int nargs, Oid *argtypes,
+						   Datum *values, int64 *row, int ncols, bool *found)
+{
+	return catalog_exec(sql, nargs, argtypes, values, true, row, ncols,
+						NULL, found);
+}
+
+/*
+ * stream_catalog_text
+ *		The first column of the first row of a query run as in
+ *		stream_catalog_exec, as text; NULL if there is none.
+ */
+char *
+stream_catalog_text(const char *sql, int nargs, Oid *argtypes, Datum *values)
+{
+	char	   *text;
+
+	(void) catalog_exec(sql, nargs, argtypes, values, false, NULL, 0, &text,
+						NULL);
+	return text;
+}
+
+/*
+ * stream_caller_exec
+ *		Run one statement as the current user with search_path pinned to
+ *		pg_catalog, so that the names and operators in it mean what they
+ *		say; DDL and DML on the caller's own table.  Returns the number of
+ *		rows processed.
+ */
+uint64
+stream_caller_exec(const char *sql, int nargs, Oid *argtypes, Datum *values)
+{
+	int			save_nestlevel = NewGUCNestLevel();
+	uint64		processed;
+
+	(void) set_config_option("search_path", "pg_catalog, pg_temp",
+							 PGC_USERSET, PGC_S_SESSION,
+							 GUC_ACTION_SAVE, true, 0, false);
+	if (SPI_connect() != SPI_OK_CONNECT)
+		elog(ERROR, "SPI_connect failed");
+	if (SPI_execute_with_args(sql, nargs, argtypes, values, NULL, false, 0) < 0)
+		elog(ERROR, "SPI_execute_with_args failed for \"%s\"", sql);
+	processed = SPI_processed;
+	SPI_finish();
+	AtEOXact_GUC(false, save_nestlevel);
 	return processed;
 }
 
@@ -537,30 +505,32 @@ stream_catalog_exec(const char *sql, int nargs, Oid *argtypes, Datum *values,
  *		Add the catalog row of a new stream.
  */
 void
-stream_catalog_insert(Oid relid, Name column, Oid head_seq)
+stream_catalog_insert(Oid relid, const char *column, Oid head_seq)
 {
-	Oid			argtypes[3] = {REGCLASSOID, NAMEOID, REGCLASSOID};
+	Oid			argtypes[3] = {REGCLASSOID, TEXTOID, REGCLASSOID};
 	Datum		values[3];
 
 	values[0] = ObjectIdGetDatum(relid);
-	values[1] = NameGetDatum(column);
+	values[1] = CStringGetTextDatum(column);
 	values[2] = ObjectIdGetDatum(head_seq);
 	stream_catalog_exec("INSERT INTO stream_seq.stream (relid, seq_column, head_seq) "
-						"VALUES ($1, $2, $3)", 3, argtypes, values, NULL, 0, NULL);
+						"VALUES ($1, $2::pg_catalog.name, $3)",
+						3, argtypes, values, NULL, 0, NULL);
 }
 
 /*
  * stream_catalog_delete
- *		Remove the catalog row of a stream.
+ *		Remove the catalog row of a stream (and, by the foreign key, its
+ *		consumers).
  */
 void
 stream_catalog_delete(Oid relid)
 {
-	Oid			argtypes[1] = {REGCLASSOID};
+	Oid			argtypes[1] = {OIDOID};
 	Datum		values[1];
 
 	values[0] = ObjectIdGetDatum(relid);
-	stream_catalog_exec("DELETE FROM stream_seq.stream WHERE relid = $1",
+	stream_catalog_exec("DELETE FROM stream_seq.stream WHERE relid::pg_catalog.oid = $1",
 						1, argtypes, values, NULL, 0, NULL);
 }
 
@@ -581,4 +551,23 @@ stream_catalog_record_start(Oid relid, int64 first)
 	stream_catalog_exec("UPDATE stream_seq.stream "
 						"SET trimmed_before = greatest(trimmed_before, $2) "
 						"WHERE relid = $1", 2, argtypes, values, NULL, 0, NULL);
+}
+
+/*
+ * stream_catalog_first
+ *		Where the retained stream starts (first()): numbers below it were
+ *		trimmed or truncated.
+ */
+int64
+stream_catalog_first(Oid relid)
+{
+	Oid			argtypes[1] = {REGCLASSOID};
+	Datum		values[1];
+	int64		first;
+	bool		found;
+
+	values[0] = ObjectIdGetDatum(relid);
+	stream_catalog_exec_latest("SELECT trimmed_before FROM stream_seq.stream WHERE relid = $1",
+							   1, argtypes, values, &first, 1, &found);
+	return found ? first : 1;
 }

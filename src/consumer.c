@@ -28,7 +28,25 @@ PG_FUNCTION_INFO_V1(stream_seq_create_consumer);
 PG_FUNCTION_INFO_V1(stream_seq_drop_consumer);
 PG_FUNCTION_INFO_V1(stream_seq_position);
 PG_FUNCTION_INFO_V1(stream_seq_advance);
-PG_FUNCTION_INFO_V1(stream_seq_record_trim);
+
+/*
+ * check_not_null
+ *		Functions that create or change something take no NULL argument:
+ *		as STRICT functions they would silently do nothing.
+ */
+static void
+check_not_null(FunctionCallInfo fcinfo, int nargs, const char *what)
+{
+	int			i;
+
+	for (i = 0; i < nargs; i++)
+	{
+		if (PG_ARGISNULL(i))
+			ereport(ERROR,
+					(errcode(ERRCODE_NULL_VALUE_NOT_ALLOWED),
+					 errmsg("%s must not be null", what)));
+	}
+}
 
 /*
  * report_unknown_consumer
@@ -111,25 +129,33 @@ check_consumer_name(const char *consumer)
 Datum
 stream_seq_create_consumer(PG_FUNCTION_ARGS)
 {
-	Oid			relid = PG_GETARG_OID(0);
-	char	   *consumer = text_to_cstring(PG_GETARG_TEXT_PP(1));
-	int64		start_after = PG_GETARG_INT64(2);
-	StreamRef  *ref = stream_lookup(relid, false);
+	Oid			relid;
+	char	   *consumer;
+	int64		start_after;
+	StreamRef  *ref;
 	int64		horizon;
 	Oid			argtypes[4] = {REGCLASSOID, TEXTOID, INT8OID, OIDOID};
 	Datum		values[4];
 	int64		first_kept;
-	bool		exists;
+
+	check_not_null(fcinfo, 2, "stream table and consumer name");
+	if (PG_ARGISNULL(2))
+		ereport(ERROR,
+				(errcode(ERRCODE_NULL_VALUE_NOT_ALLOWED),
+				 errmsg("start_after must not be null"),
+				 errhint("stream_seq.head() is null for a stream that has handed out no number yet; "
+						 "use coalesce(stream_seq.head(...), 0) to start at its current head.")));
+	relid = PG_GETARG_OID(0);
+	consumer = text_to_cstring(PG_GETARG_TEXT_PP(1));
+	start_after = PG_GETARG_INT64(2);
+	ref = stream_lookup(relid, false);
 
 	stream_check_select(relid);
 	check_consumer_name(consumer);
 
 	/* a consumer placed before the retained stream starts at its beginning */
-	values[0] = ObjectIdGetDatum(relid);
-	stream_catalog_exec("SELECT trimmed_before - 1 FROM stream_seq.stream "
-						"WHERE relid = $1", 1, argtypes, values,
-						&first_kept, 1, &exists);
-	if (exists && start_after < first_kept)
+	first_kept = stream_catalog_first(relid) - 1;
+	if (start_after < first_kept)
 		start_after = first_kept;
 
 	horizon = stream_statement_horizon(ref);
@@ -163,12 +189,15 @@ stream_seq_create_consumer(PG_FUNCTION_ARGS)
 Datum
 stream_seq_drop_consumer(PG_FUNCTION_ARGS)
 {
-	Oid			relid = PG_GETARG_OID(0);
-	char	   *consumer = text_to_cstring(PG_GETARG_TEXT_PP(1));
+	Oid			relid;
+	char	   *consumer;
 	Oid			argtypes[2] = {REGCLASSOID, TEXTOID};
 	Datum		values[2];
 	Oid			owner;
 
+	check_not_null(fcinfo, 2, "stream table and consumer name");
+	relid = PG_GETARG_OID(0);
+	consumer = text_to_cstring(PG_GETARG_TEXT_PP(1));
 	(void) stream_lookup(relid, false);
 	(void) consumer_lookup(relid, consumer, true, &owner);
 	check_consumer_owner(relid, consumer, owner);
@@ -206,15 +235,21 @@ stream_seq_position(PG_FUNCTION_ARGS)
 Datum
 stream_seq_advance(PG_FUNCTION_ARGS)
 {
-	Oid			relid = PG_GETARG_OID(0);
-	char	   *consumer = text_to_cstring(PG_GETARG_TEXT_PP(1));
-	int64		to_position = PG_GETARG_INT64(2);
-	StreamRef  *ref = stream_lookup(relid, false);
+	Oid			relid;
+	char	   *consumer;
+	int64		to_position;
+	StreamRef  *ref;
 	int64		position;
 	int64		horizon;
 	Oid			owner;
 	Oid			argtypes[3] = {REGCLASSOID, TEXTOID, INT8OID};
 	Datum		values[3];
+
+	check_not_null(fcinfo, 3, "stream table, consumer name and position");
+	relid = PG_GETARG_OID(0);
+	consumer = text_to_cstring(PG_GETARG_TEXT_PP(1));
+	to_position = PG_GETARG_INT64(2);
+	ref = stream_lookup(relid, false);
 
 	stream_check_select(relid);
 	position = consumer_lookup(relid, consumer, true, &owner);
@@ -249,23 +284,32 @@ stream_seq_advance(PG_FUNCTION_ARGS)
 }
 
 /*
- * stream_seq_record_trim
- *		SQL: _record_trim(stream, before), called by trim() before it deletes:
- *		records in the catalog where the retained stream now starts.  Needs
- *		DELETE on the table, like the deletion itself.
+ * stream_slowest_consumer
+ *		The consumer of the stream with the lowest position, whoever owns
+ *		it and whoever may read it; false if the stream has none.  For
+ *		trim(), which must not pass it.
  */
-Datum
-stream_seq_record_trim(PG_FUNCTION_ARGS)
+bool
+stream_slowest_consumer(Oid relid, char **consumer, int64 *position)
 {
-	Oid			relid = PG_GETARG_OID(0);
-	int64		before = PG_GETARG_INT64(1);
-	AclResult	aclresult;
+	Oid			argtypes[1] = {OIDOID};
+	Datum		values[1];
+	int64		row[1];
+	bool		found;
+	char	   *name;
 
-	(void) stream_lookup(relid, false);
-	aclresult = pg_class_aclcheck(relid, GetUserId(), ACL_DELETE);
-	if (aclresult != ACLCHECK_OK)
-		aclcheck_error(aclresult, OBJECT_TABLE, get_rel_name(relid));
+	values[0] = ObjectIdGetDatum(relid);
+	stream_catalog_exec("SELECT position FROM stream_seq.consumer "
+						"WHERE stream::pg_catalog.oid = $1 ORDER BY position LIMIT 1",
+						1, argtypes, values, row, 1, &found);
+	if (!found)
+		return false;
+	*position = row[0];
 
-	stream_catalog_record_start(relid, before);
-	PG_RETURN_VOID();
+	/* its name, as text: fetched on its own, stream_catalog_exec reads int8 */
+	name = stream_catalog_text("SELECT consumer FROM stream_seq.consumer "
+							   "WHERE stream::pg_catalog.oid = $1 ORDER BY position, consumer LIMIT 1",
+							   1, argtypes, values);
+	*consumer = name != NULL ? name : pstrdup("?");
+	return true;
 }

@@ -1,18 +1,21 @@
 /*-------------------------------------------------------------------------
  *
  * horizon.c
- *	  The read horizon of a stream for a snapshot, and the SQL functions
- *	  that report it: horizon(), head() and the per-stream status behind
- *	  the stream_seq.streams view.
+ *	  The read horizon of a stream for a snapshot, remembered for the
+ *	  snapshot's life, and the SQL functions horizon() and head().
  *
  * horizon(S) is the smallest "lo" over the entries that S cannot yet see as
- * committed and durable, or the counter if there is none.  Every row with a
- * number below it that ever commits is visible in S.
+ * committed and durable, or the counter if there is none (shmem.c computes
+ * it).  Every row with a number below it that ever commits is visible in S.
  *
- * Within one statement the value must not change: a scan that filtered
- * some rows with a lower horizon and later ones with a higher one could
- * return row 7 and not row 5.  So the value is remembered per snapshot for
- * the rest of the statement (see horizon_cache_lookup).
+ * For one snapshot the value must never change: a scan that filtered some
+ * rows with a lower horizon and later ones with a higher one could return
+ * rows 3-6 and not 1-2, and a reader that moves its cursor to 6 skips 1-2.
+ * A later computation for the same snapshot can only give a higher value
+ * (a commit record got flushed, a finished transaction was recorded), so
+ * the first value computed for a snapshot is remembered for as long as the
+ * snapshot can be in use (see the memo below), not for a fixed number of
+ * entries.
  *
  *-------------------------------------------------------------------------
  */
@@ -20,12 +23,12 @@
 
 #include "access/xact.h"
 #include "access/xlog.h"
+#include "common/hashfn.h"
 #include "fmgr.h"
-#include "funcapi.h"
 #include "miscadmin.h"
-#include "storage/procarray.h"
+#include "storage/proc.h"
 #include "utils/acl.h"
-#include "utils/builtins.h"
+#include "utils/hsearch.h"
 #include "utils/lsyscache.h"
 #include "utils/memutils.h"
 #include "utils/snapmgr.h"
@@ -34,285 +37,281 @@
 
 PG_FUNCTION_INFO_V1(stream_seq_horizon);
 PG_FUNCTION_INFO_V1(stream_seq_head);
-PG_FUNCTION_INFO_V1(stream_seq_status);
-PG_FUNCTION_INFO_V1(stream_seq_holders);
 
 /*
- * One remembered horizon: the stream, the snapshot it was computed for
- * (its address and its contents, so that a reused address with different
- * contents never matches), and the value.
+ * The memo: for each (stream, snapshot content) the horizon first computed
+ * for it in this transaction.  A snapshot is identified by what decides
+ * visibility of a top-level xid in it (xmin, xmax, xip, and subxip where
+ * the snapshot has one), not by its address: two snapshots with the same
+ * content see the same rows, so the same value is right for both, and an
+ * address can be reused by a later snapshot.  The key holds the scalar
+ * parts and a hash of the arrays; the arrays themselves are compared in
+ * the variants of an entry.
+ *
+ * Lifetime: the memo lives in TopTransactionContext until transaction end.
+ * Entries whose xmin precedes MyProc->xmin are dropped: every snapshot this
+ * backend still uses has an xmin at or above MyProc->xmin (PostgreSQL
+ * advances it only to the oldest registered snapshot, and only while no
+ * snapshot is active), and every later one will too, so no live or future
+ * snapshot can match them.
  */
-typedef struct HorizonCacheEntry
+typedef struct SnapshotKey
 {
 	Oid			relid;
-	Snapshot	snapshot;
 	TransactionId xmin;
 	TransactionId xmax;
 	uint32		xcnt;
-	int32		subxcnt;
-	bool		suboverflowed;
-	CommandId	curcid;
-	TransactionId *xip;			/* copies, in TopTransactionContext */
-	TransactionId *subxip;
+	int32		subxcnt;		/* -1: no subxip (overflowed snapshot) */
+	uint32		xids_hash;
+} SnapshotKey;
+
+typedef struct MemoVariant
+{
+	TransactionId *xids;		/* xip, then subxip if the snapshot has one */
 	int64		horizon;
-} HorizonCacheEntry;
+} MemoVariant;
 
-#define HORIZON_CACHE_SIZE 8
+typedef struct HorizonMemo
+{
+	SnapshotKey key;			/* hash key */
+	List	   *variants;		/* MemoVariant, usually exactly one */
+} HorizonMemo;
 
-static HorizonCacheEntry horizon_cache[HORIZON_CACHE_SIZE];
-static int	horizon_cache_used = 0;
-static int	horizon_cache_victim = 0;
+static HTAB *horizon_memo = NULL;
+static long horizon_memo_count = 0;
+static long horizon_memo_prune_at = 0;
+
+#define MEMO_PRUNE_MIN 64
 
 /*
- * stream_horizon_reset_cache
- *		Forget remembered horizons; called at transaction end, when their
- *		copies in TopTransactionContext go away.
+ * stream_horizon_forget
+ *		Forget the memo; called at transaction end, when its memory in
+ *		TopTransactionContext goes away.
  */
 void
-stream_horizon_reset_cache(void)
+stream_horizon_forget(void)
 {
-	horizon_cache_used = 0;
-	horizon_cache_victim = 0;
-}
-
-static bool
-same_snapshot(HorizonCacheEntry *entry, Snapshot snapshot)
-{
-	return entry->snapshot == snapshot &&
-		entry->xmin == snapshot->xmin &&
-		entry->xmax == snapshot->xmax &&
-		entry->xcnt == snapshot->xcnt &&
-		entry->subxcnt == snapshot->subxcnt &&
-		entry->suboverflowed == snapshot->suboverflowed &&
-		entry->curcid == snapshot->curcid &&
-		memcmp(entry->xip, snapshot->xip,
-			   sizeof(TransactionId) * snapshot->xcnt) == 0 &&
-		memcmp(entry->subxip, snapshot->subxip,
-			   sizeof(TransactionId) * snapshot->subxcnt) == 0;
+	horizon_memo = NULL;
+	horizon_memo_count = 0;
+	horizon_memo_prune_at = 0;
 }
 
 /*
- * horizon_cache_lookup
- *		The horizon already computed for this stream and snapshot, if any.
+ * snapshot_subxcnt
+ *		How many subxip entries the snapshot carries: none when it is
+ *		overflowed, as CopySnapshot then leaves subxip NULL whatever
+ *		subxcnt says (snapshots taken during recovery are refused before
+ *		this is reached).
+ */
+static int32
+snapshot_subxcnt(Snapshot snapshot)
+{
+	return snapshot->suboverflowed ? -1 : snapshot->subxcnt;
+}
+
+/*
+ * snapshot_key
+ *		The memo key of (relid, snapshot).
+ */
+static void
+snapshot_key(Oid relid, Snapshot snapshot, SnapshotKey *key)
+{
+	int32		subxcnt = snapshot_subxcnt(snapshot);
+	uint32		hash;
+
+	memset(key, 0, sizeof(SnapshotKey));
+	key->relid = relid;
+	key->xmin = snapshot->xmin;
+	key->xmax = snapshot->xmax;
+	key->xcnt = snapshot->xcnt;
+	key->subxcnt = subxcnt;
+	hash = hash_bytes((const unsigned char *) snapshot->xip,
+					  sizeof(TransactionId) * snapshot->xcnt);
+	if (subxcnt > 0)
+		hash = hash_combine(hash,
+							hash_bytes((const unsigned char *) snapshot->subxip,
+									   sizeof(TransactionId) * subxcnt));
+	key->xids_hash = hash;
+}
+
+/*
+ * variant_matches
+ *		Whether a remembered variant has the snapshot's arrays.
  */
 static bool
-horizon_cache_lookup(Oid relid, Snapshot snapshot, int64 *horizon)
+variant_matches(MemoVariant *variant, Snapshot snapshot)
 {
-	int			i;
+	int32		subxcnt = snapshot_subxcnt(snapshot);
 
-	for (i = 0; i < horizon_cache_used; i++)
+	if (memcmp(variant->xids, snapshot->xip,
+			   sizeof(TransactionId) * snapshot->xcnt) != 0)
+		return false;
+	return subxcnt <= 0 ||
+		memcmp(variant->xids + snapshot->xcnt, snapshot->subxip,
+			   sizeof(TransactionId) * subxcnt) == 0;
+}
+
+/*
+ * prune_memo
+ *		Drop the entries no live or future snapshot can match (see above).
+ *		Called when the memo has doubled since the last pruning, so the
+ *		work is constant per entry.
+ */
+static void
+prune_memo(void)
+{
+	TransactionId backend_xmin = MyProc->xmin;
+	HASH_SEQ_STATUS status;
+	HorizonMemo *memo;
+
+	horizon_memo_prune_at = Max(MEMO_PRUNE_MIN, 2 * horizon_memo_count);
+	if (!TransactionIdIsNormal(backend_xmin))
+		return;
+	hash_seq_init(&status, horizon_memo);
+	while ((memo = hash_seq_search(&status)) != NULL)
 	{
-		if (horizon_cache[i].relid == relid &&
-			same_snapshot(&horizon_cache[i], snapshot))
+		ListCell   *lc;
+
+		if (!TransactionIdPrecedes(memo->key.xmin, backend_xmin))
+			continue;
+		foreach(lc, memo->variants)
 		{
-			*horizon = horizon_cache[i].horizon;
+			MemoVariant *variant = lfirst(lc);
+
+			pfree(variant->xids);
+			pfree(variant);
+		}
+		list_free(memo->variants);
+		hash_search(horizon_memo, &memo->key, HASH_REMOVE, NULL);
+		horizon_memo_count--;
+	}
+	horizon_memo_prune_at = Max(MEMO_PRUNE_MIN, 2 * horizon_memo_count);
+}
+
+/*
+ * memo_lookup
+ *		The remembered horizon of (relid, snapshot), if any.
+ */
+static bool
+memo_lookup(Oid relid, Snapshot snapshot, int64 *horizon)
+{
+	SnapshotKey key;
+	HorizonMemo *memo;
+	ListCell   *lc;
+
+	if (horizon_memo == NULL)
+		return false;
+	snapshot_key(relid, snapshot, &key);
+	memo = hash_search(horizon_memo, &key, HASH_FIND, NULL);
+	if (memo == NULL)
+		return false;
+	foreach(lc, memo->variants)
+	{
+		MemoVariant *variant = lfirst(lc);
+
+		if (variant_matches(variant, snapshot))
+		{
+			*horizon = variant->horizon;
 			return true;
 		}
 	}
 	return false;
 }
 
+/*
+ * memo_store
+ *		Remember the horizon of (relid, snapshot) for the snapshot's life.
+ */
 static void
-horizon_cache_store(Oid relid, Snapshot snapshot, int64 horizon)
+memo_store(Oid relid, Snapshot snapshot, int64 horizon)
 {
-	HorizonCacheEntry *entry;
-	MemoryContext oldcxt;
+	MemoryContext oldcxt = MemoryContextSwitchTo(TopTransactionContext);
+	int32		subxcnt = snapshot_subxcnt(snapshot);
+	SnapshotKey key;
+	HorizonMemo *memo;
+	MemoVariant *variant;
+	bool		found;
 
-	if (horizon_cache_used < HORIZON_CACHE_SIZE)
-		entry = &horizon_cache[horizon_cache_used++];
-	else
+	if (horizon_memo == NULL)
 	{
-		entry = &horizon_cache[horizon_cache_victim];
-		horizon_cache_victim = (horizon_cache_victim + 1) % HORIZON_CACHE_SIZE;
+		HASHCTL		ctl;
+
+		ctl.keysize = sizeof(SnapshotKey);
+		ctl.entrysize = sizeof(HorizonMemo);
+		ctl.hcxt = TopTransactionContext;
+		horizon_memo = hash_create("stream_seq horizons", 16, &ctl,
+								   HASH_ELEM | HASH_BLOBS | HASH_CONTEXT);
+		horizon_memo_count = 0;
+		horizon_memo_prune_at = MEMO_PRUNE_MIN;
 	}
-	oldcxt = MemoryContextSwitchTo(TopTransactionContext);
-	entry->relid = relid;
-	entry->snapshot = snapshot;
-	entry->xmin = snapshot->xmin;
-	entry->xmax = snapshot->xmax;
-	entry->xcnt = snapshot->xcnt;
-	entry->subxcnt = snapshot->subxcnt;
-	entry->suboverflowed = snapshot->suboverflowed;
-	entry->curcid = snapshot->curcid;
-	entry->xip = palloc(sizeof(TransactionId) * Max(snapshot->xcnt, 1));
-	memcpy(entry->xip, snapshot->xip, sizeof(TransactionId) * snapshot->xcnt);
-	entry->subxip = palloc(sizeof(TransactionId) * Max(snapshot->subxcnt, 1));
-	memcpy(entry->subxip, snapshot->subxip,
-		   sizeof(TransactionId) * snapshot->subxcnt);
-	entry->horizon = horizon;
+	else if (horizon_memo_count >= horizon_memo_prune_at)
+		prune_memo();
+
+	snapshot_key(relid, snapshot, &key);
+	memo = hash_search(horizon_memo, &key, HASH_ENTER, &found);
+	if (!found)
+	{
+		memo->variants = NIL;
+		horizon_memo_count++;
+	}
+	variant = palloc(sizeof(MemoVariant));
+	variant->xids = palloc(sizeof(TransactionId) *
+						   Max(snapshot->xcnt + Max(subxcnt, 0), 1));
+	memcpy(variant->xids, snapshot->xip,
+		   sizeof(TransactionId) * snapshot->xcnt);
+	if (subxcnt > 0)
+		memcpy(variant->xids + snapshot->xcnt, snapshot->subxip,
+			   sizeof(TransactionId) * subxcnt);
+	variant->horizon = horizon;
+	memo->variants = lappend(memo->variants, variant);
 	MemoryContextSwitchTo(oldcxt);
 }
 
 /*
- * evicted_find
- *		Index of the first evicted entry whose xid does not precede "xid".
- */
-static int
-evicted_find(EvictedXact *evicted, int n, TransactionId xid)
-{
-	int			low = 0;
-	int			high = n;
-
-	while (low < high)
-	{
-		int			mid = low + (high - low) / 2;
-
-		if (TransactionIdPrecedes(evicted[mid].xid, xid))
-			low = mid + 1;
-		else
-			high = mid;
-	}
-	return low;
-}
-
-/*
- * evicted_horizon
- *		The lowest "lo" over evicted entries in progress for the snapshot,
- *		or PG_INT64_MAX.  Evicted entries are committed top-level
- *		transactions, so this is XidInMVCCSnapshot for each, done with the
- *		store's xid order: those at or above the snapshot's xmax, and those
- *		in its xip.  A fresh snapshot finds none.
- */
-static int64
-evicted_horizon(StreamSlot *slot, Snapshot snapshot)
-{
-	EvictedXact *evicted = stream_slot_evicted(slot);
-	int			n = slot->nevicted;
-	int64		result = PG_INT64_MAX;
-	int			i;
-
-	for (i = evicted_find(evicted, n, snapshot->xmax); i < n; i++)
-		result = Min(result, evicted[i].lo);
-	for (i = 0; i < snapshot->xcnt; i++)
-	{
-		int			pos = evicted_find(evicted, n, snapshot->xip[i]);
-
-		if (pos < n && TransactionIdEquals(evicted[pos].xid, snapshot->xip[i]))
-			result = Min(result, evicted[pos].lo);
-	}
-	return result;
-}
-
-/*
- * floor_in_progress
- *		Whether the snapshot might see a transaction folded into the floor
- *		as in progress.  Those are committed top-level transactions with
- *		xids between floor_min_xid and floor_xid; one is in progress for the
- *		snapshot only if it is at or above its xmax, or in its xip.  An xip
- *		entry that is still running cannot be one of them, which keeps an
- *		open transaction (on another table, say) from holding readers back.
- */
-static bool
-floor_in_progress(StreamSlot *slot, Snapshot snapshot)
-{
-	int			i;
-
-	if (!TransactionIdPrecedes(slot->floor_xid, snapshot->xmax))
-		return true;
-	for (i = 0; i < snapshot->xcnt; i++)
-	{
-		TransactionId xid = snapshot->xip[i];
-
-		if (TransactionIdPrecedes(xid, slot->floor_min_xid) ||
-			TransactionIdFollows(xid, slot->floor_xid))
-			continue;
-		if (!TransactionIdIsInProgress(xid))
-			return true;
-	}
-	return false;
-}
-
-/*
  * stream_compute_horizon
- *		The horizon of the stream for "snapshot", computed afresh.
+ *		The horizon of the stream for "snapshot", computed afresh (starting
+ *		the stream's counter first if need be).  If "visible_horizon" is
+ *		given, it gets the horizon by visibility alone (see
+ *		stream_slot_horizon).
  *
- *		An entry holds the horizon back at its "lo" when its transaction
- *		is in progress for the snapshot (so its rows are invisible in it),
- *		or finished but its outcome is not yet recorded, or committed but
- *		its commit record is not yet flushed (a crash could take it back).
- *		The caller's own entries are skipped: its rows are visible to it.
- *		If "visible_horizon" is given, it gets the horizon by visibility
- *		alone; where it is higher, commit records not yet flushed hold the
- *		result back (no commit will signal when that changes, so a waiter
- *		has to look again soon).
+ *		Refused during recovery, where the primary's transactions are not
+ *		known, and for a snapshot taken during recovery and used after a
+ *		promotion: such a snapshot does not see rows the primary committed
+ *		before the promotion that were not yet replayed when it was taken,
+ *		and no entry here says so.
  */
 int64
 stream_compute_horizon(StreamRef *ref, Snapshot snapshot,
 					   int64 *visible_horizon)
 {
-	StreamSlot *slot;
 	int64		horizon;
-	int64		durable_horizon;
-	XLogRecPtr	flushed = InvalidXLogRecPtr;
-	int			i;
+	int64		visible;
 
 	if (RecoveryInProgress())
 		ereport(ERROR,
 				(errcode(ERRCODE_FEATURE_NOT_SUPPORTED),
 				 errmsg("stream horizons are not available during recovery"),
 				 errdetail("A standby does not know which transactions hold numbers on the primary.")));
+	if (snapshot->takenDuringRecovery)
+		ereport(ERROR,
+				(errcode(ERRCODE_FEATURE_NOT_SUPPORTED),
+				 errmsg("stream horizons are not available for a snapshot taken during recovery"),
+				 errdetail("The snapshot was taken before this server was promoted and may not see rows the horizon would pass."),
+				 errhint("Start a new transaction.")));
 
-	slot = stream_slot_lock_started(ref, LW_SHARED);
-
-	/*
-	 * "horizon" is held back by visibility, "durable_horizon" by unflushed
-	 * commits as well; the result is the lower.
-	 */
-	horizon = slot->next;
-	durable_horizon = slot->next;
-	for (i = 0; i < slot->nentries; i++)
-	{
-		StreamEntry *e = &slot->entries[i];
-
-		if (e->state == ENTRY_ABORTED || e->lo >= durable_horizon)
-			continue;
-		if (TransactionIdIsCurrentTransactionId(e->xid))
-			continue;
-		if (e->state == ENTRY_ASSIGNED || XidInMVCCSnapshot(e->xid, snapshot))
-		{
-			horizon = Min(horizon, e->lo);
-			durable_horizon = e->lo;
-			continue;
-		}
-		if (flushed == InvalidXLogRecPtr)
-			flushed = GetFlushRecPtr(NULL);
-		if (e->commit_end > flushed)
-			durable_horizon = e->lo;
-	}
-	if (slot->nevicted > 0)
-	{
-		int64		lo = evicted_horizon(slot, snapshot);
-
-		horizon = Min(horizon, lo);
-		durable_horizon = Min(durable_horizon, lo);
-	}
-	if (slot->floor_active && slot->floor_lo < durable_horizon)
-	{
-		if (floor_in_progress(slot, snapshot))
-		{
-			horizon = Min(horizon, slot->floor_lo);
-			durable_horizon = slot->floor_lo;
-		}
-		else
-		{
-			if (flushed == InvalidXLogRecPtr)
-				flushed = GetFlushRecPtr(NULL);
-			if (slot->floor_lsn > flushed)
-				durable_horizon = slot->floor_lo;
-		}
-	}
-	LWLockRelease(slot->lock);
+	while (!stream_slot_horizon(ref, snapshot, &horizon, &visible))
+		(void) stream_start_counter(ref);
 	if (visible_horizon != NULL)
-		*visible_horizon = horizon;
-	return durable_horizon;
+		*visible_horizon = visible;
+	return horizon;
 }
 
 /*
- * statement_snapshot
+ * stream_statement_snapshot
  *		The snapshot of the calling statement.
  */
-static Snapshot
-statement_snapshot(void)
+Snapshot
+stream_statement_snapshot(void)
 {
 	if (ActiveSnapshotSet())
 		return GetActiveSnapshot();
@@ -335,20 +334,20 @@ stream_check_select(Oid relid)
 /*
  * stream_statement_horizon
  *		The horizon for the calling statement's snapshot, the same value
- *		every time within the statement.
+ *		for as long as that snapshot is in use.
  */
 int64
 stream_statement_horizon(StreamRef *ref)
 {
-	Snapshot	snapshot = statement_snapshot();
+	Snapshot	snapshot = stream_statement_snapshot();
 	int64		horizon;
 
-	if (!horizon_cache_lookup(ref->relid, snapshot, &horizon))
+	if (!memo_lookup(ref->relid, snapshot, &horizon))
 	{
 		horizon = stream_compute_horizon(ref, snapshot, NULL);
-		horizon_cache_store(ref->relid, snapshot, horizon);
+		memo_store(ref->relid, snapshot, horizon);
 	}
-	stream_xact_computed_horizon = true;
+	stream_note_horizon_computed();
 	return horizon;
 }
 
@@ -379,139 +378,13 @@ stream_seq_head(PG_FUNCTION_ARGS)
 {
 	Oid			relid = PG_GETARG_OID(0);
 	StreamRef  *ref = stream_lookup(relid, false);
-	StreamSlot *slot;
 	int64		next;
+	int64		block_end;
 
 	stream_check_select(relid);
-
-	slot = stream_slot_lock(ref, LW_SHARED);
-	if (slot->initialized)
-	{
-		next = slot->next;
-		LWLockRelease(slot->lock);
-	}
-	else
-	{
-		/* during recovery this computes the value without keeping it */
-		LWLockRelease(slot->lock);
-		next = stream_initialize_counter(ref);
-	}
+	if (!stream_counter_read(ref, &next, &block_end))
+		next = stream_start_counter(ref);	/* only computed in recovery */
 	if (next <= 1)
 		PG_RETURN_NULL();
 	PG_RETURN_INT64(next - 1);
-}
-
-/*
- * stream_seq_status
- *		SQL: _status(stream regclass) RETURNS record, for the streams view:
- *		head, horizon for the caller's snapshot, transactions holding
- *		numbers, and the oldest of them.
- */
-Datum
-stream_seq_status(PG_FUNCTION_ARGS)
-{
-	Oid			relid = PG_GETARG_OID(0);
-	StreamRef  *ref = stream_lookup(relid, false);
-	TupleDesc	tupdesc;
-	Datum		values[10];
-	bool		nulls[10];
-	StreamSlot *slot;
-	int64		horizon;
-	int64		visible_horizon;
-	int			holding = 0;
-	int			oldest = -1;
-	int			i;
-
-	if (get_call_result_type(fcinfo, NULL, &tupdesc) != TYPEFUNC_COMPOSITE)
-		elog(ERROR, "return type must be a row type");
-	memset(nulls, 0, sizeof(nulls));
-
-	horizon = stream_compute_horizon(ref, statement_snapshot(),
-									 &visible_horizon);
-
-	slot = stream_slot_lock(ref, LW_SHARED);
-	for (i = 0; i < slot->nentries; i++)
-	{
-		if (slot->entries[i].state != ENTRY_ASSIGNED)
-			continue;
-		holding++;
-		if (oldest < 0)
-			oldest = i;
-	}
-	values[0] = Int64GetDatum(slot->next - 1);
-	nulls[0] = slot->next <= 1;
-	values[1] = Int64GetDatum(horizon);
-	values[2] = Int32GetDatum(holding);
-	if (oldest >= 0)
-	{
-		StreamEntry *e = &slot->entries[oldest];
-
-		values[3] = Int32GetDatum(e->pid);
-		values[4] = TransactionIdGetDatum(e->xid);
-		values[5] = TimestampTzGetDatum(e->assigned_at);
-	}
-	else
-		nulls[3] = nulls[4] = nulls[5] = true;
-	values[6] = Int32GetDatum(slot->nentries);
-	values[7] = Int64GetDatum((int64) slot->evictions);
-	values[8] = Int64GetDatum((int64) slot->assigned_xacts);
-	values[9] = Int64GetDatum(visible_horizon);
-	LWLockRelease(slot->lock);
-
-	PG_RETURN_DATUM(HeapTupleGetDatum(heap_form_tuple(tupdesc, values, nulls)));
-}
-
-/*
- * stream_seq_holders
- *		SQL: _holders() RETURNS SETOF record: every tracked transaction of
- *		every stream of this database that still holds its stream's horizon
- *		back for new snapshots: still committing, or committed with its
- *		commit record not yet flushed.  Behind the stream_seq.holders view.
- */
-Datum
-stream_seq_holders(PG_FUNCTION_ARGS)
-{
-	ReturnSetInfo *rsinfo = (ReturnSetInfo *) fcinfo->resultinfo;
-	XLogRecPtr	flushed;
-	int			slotno;
-
-	stream_check_preloaded();
-	InitMaterializedSRF(fcinfo, 0);
-	flushed = GetFlushRecPtr(NULL);
-
-	for (slotno = 0; slotno < stream_seq_max_streams; slotno++)
-	{
-		StreamSlot *slot = stream_slot_get(slotno);
-		int			i;
-
-		LWLockAcquire(slot->lock, LW_SHARED);
-		if (!slot->in_use || slot->dboid != MyDatabaseId)
-		{
-			LWLockRelease(slot->lock);
-			continue;
-		}
-		for (i = 0; i < slot->nentries; i++)
-		{
-			StreamEntry *e = &slot->entries[i];
-			Datum		values[7];
-			bool		nulls[7] = {0};
-
-			if (e->state == ENTRY_ABORTED ||
-				(e->state == ENTRY_COMMITTED && e->commit_end <= flushed))
-				continue;
-			values[0] = ObjectIdGetDatum(slot->relid);
-			values[1] = Int32GetDatum(e->pid);
-			values[2] = TransactionIdGetDatum(e->xid);
-			values[3] = Int64GetDatum(e->lo);
-			values[4] = Int64GetDatum(e->hi - e->lo);
-			values[5] = CStringGetTextDatum(e->state == ENTRY_ASSIGNED ?
-											"committing" :
-											"committed, not yet flushed");
-			values[6] = TimestampTzGetDatum(e->assigned_at);
-			tuplestore_putvalues(rsinfo->setResult, rsinfo->setDesc,
-								 values, nulls);
-		}
-		LWLockRelease(slot->lock);
-	}
-	return (Datum) 0;
 }

@@ -1,115 +1,593 @@
 /*-------------------------------------------------------------------------
  *
  * lifecycle.c
- *	  What keeps a stream consistent while its table is altered, truncated
- *	  or dropped: the C side of the extension's event triggers and of the
- *	  BEFORE TRUNCATE trigger.
+ *	  Making a table a stream and back: enable() and disable().
  *
- * The event triggers themselves are PL/pgSQL (see the SQL scripts); they
- * refuse DDL that would break a stream and call the functions here to keep
- * the catalog in step with DDL that does not.
+ * Both run as the caller, who must own the table.  Every rule is checked
+ * here in C, before anything changes: a failed call changes nothing.  DDL on
+ * the caller's table runs as the caller, with search_path pinned; writes
+ * to the extension's own tables and head sequences run as the extension's
+ * owner (stream_catalog_exec).
+ *
+ * A table's numbers are never handed out again: disable() records in
+ * stream_seq.retired where its numbering ended, and enable() starts above
+ * that, above the table's highest number, and above the last value of a
+ * sequence the column owned (a migrated bigserial column).
  *
  *-------------------------------------------------------------------------
  */
 #include "postgres.h"
 
+#include "access/genam.h"
+#include "access/htup_details.h"
+#include "access/relation.h"
 #include "access/xact.h"
+#include "catalog/catalog.h"
+#include "catalog/dependency.h"
+#include "catalog/index.h"
+#include "catalog/namespace.h"
+#include "catalog/pg_class.h"
+#include "catalog/pg_inherits.h"
+#include "catalog/pg_trigger.h"
 #include "catalog/pg_type.h"
 #include "commands/trigger.h"
+#include "executor/spi.h"
 #include "fmgr.h"
 #include "miscadmin.h"
+#include "nodes/primnodes.h"
+#include "storage/lmgr.h"
 #include "utils/acl.h"
 #include "utils/builtins.h"
+#include "utils/guc.h"
 #include "utils/inval.h"
 #include "utils/lsyscache.h"
+#include "utils/rel.h"
+#include "utils/syscache.h"
 
 #include "stream_seq.h"
 
-PG_FUNCTION_INFO_V1(stream_seq_forget_dropped);
-PG_FUNCTION_INFO_V1(stream_seq_rename_column);
-PG_FUNCTION_INFO_V1(stream_seq_truncate_trigger);
+PG_FUNCTION_INFO_V1(stream_seq_enable);
+PG_FUNCTION_INFO_V1(stream_seq_disable);
 
 /*
- * stream_seq_forget_dropped
- *		SQL: _forget_dropped(relid oid), from the sql_drop event trigger:
- *		remove the catalog row (and with it the consumers) of a stream whose
- *		table was dropped, and free its shared slot if the drop commits.
- *		Refuses a table that still exists, so that it cannot be used to
- *		remove a live stream.
+ * qualified_name
+ *		The table's schema-qualified, quoted name, for statements.
  */
-Datum
-stream_seq_forget_dropped(PG_FUNCTION_ARGS)
+static char *
+qualified_name(Oid relid)
 {
-	Oid			relid = PG_GETARG_OID(0);
-	Oid			argtypes[1] = {OIDOID};
-	Datum		values[1];
-
-	if (get_rel_name(relid) != NULL)
-		ereport(ERROR,
-				(errcode(ERRCODE_OBJECT_NOT_IN_PREREQUISITE_STATE),
-				 errmsg("table \"%s\" still exists", get_rel_name(relid)),
-				 errhint("Use stream_seq.disable() to stop numbering a table.")));
-
-	values[0] = ObjectIdGetDatum(relid);
-	if (stream_catalog_exec("DELETE FROM stream_seq.stream WHERE relid::oid = $1",
-							1, argtypes, values, NULL, 0, NULL) > 0 &&
-		stream_shmem_ready())
-		stream_release_at_commit(relid);
-	PG_RETURN_VOID();
+	return quote_qualified_identifier(get_namespace_name(get_rel_namespace(relid)),
+									  get_rel_name(relid));
 }
 
 /*
- * stream_seq_rename_column
- *		SQL: _rename_column(stream regclass, new_name name), from the
- *		ddl_command_end event trigger after the stream column was renamed.
- *		Only the table's owner can rename its columns, so only the owner
- *		may record it.
+ * check_table_owner
+ *		Only the table's owner (or a member of its role) may turn a stream
+ *		on or off.
  */
-Datum
-stream_seq_rename_column(PG_FUNCTION_ARGS)
+static void
+check_table_owner(Oid relid)
 {
-	Oid			relid = PG_GETARG_OID(0);
-	Name		new_name = PG_GETARG_NAME(1);
-	Oid			argtypes[2] = {REGCLASSOID, NAMEOID};
-	Datum		values[2];
-
 	if (!pg_class_ownercheck(relid, GetUserId()))
 		aclcheck_error(ACLCHECK_NOT_OWNER, OBJECT_TABLE, get_rel_name(relid));
+}
+
+/*
+ * check_enable_target
+ *		What enable() refuses about the table itself: anything but an
+ *		ordinary, permanent user table; a table with inheritance children
+ *		(their rows would have no triggers and could carry any number); a
+ *		deferrable unique or exclusion constraint (it cannot be checked for
+ *		the rows numbered at commit).
+ */
+static void
+check_enable_target(Oid relid)
+{
+	HeapTuple	tuple = SearchSysCache1(RELOID, ObjectIdGetDatum(relid));
+	Form_pg_class form;
+	char	   *nspname;
+	Relation	rel;
+	List	   *indexes;
+	ListCell   *lc;
+
+	if (!HeapTupleIsValid(tuple))
+		ereport(ERROR,
+				(errcode(ERRCODE_UNDEFINED_TABLE),
+				 errmsg("relation with OID %u does not exist", relid)));
+	form = (Form_pg_class) GETSTRUCT(tuple);
+	nspname = get_namespace_name(form->relnamespace);
+
+	if (IsCatalogNamespace(form->relnamespace) ||
+		IsToastNamespace(form->relnamespace) ||
+		strcmp(nspname, "information_schema") == 0 ||
+		form->relnamespace == stream_namespace(false))
+		ereport(ERROR,
+				(errcode(ERRCODE_WRONG_OBJECT_TYPE),
+				 errmsg("table \"%s\" is a system table", NameStr(form->relname)),
+				 errdetail("Only ordinary user tables can be stream tables.")));
+	if (form->relkind == RELKIND_PARTITIONED_TABLE)
+		ereport(ERROR,
+				(errcode(ERRCODE_FEATURE_NOT_SUPPORTED),
+				 errmsg("partitioned table \"%s\" cannot be a stream table",
+						NameStr(form->relname)),
+				 errhint("Enable a stream on an ordinary table.")));
+	if (form->relkind != RELKIND_RELATION)
+		ereport(ERROR,
+				(errcode(ERRCODE_WRONG_OBJECT_TYPE),
+				 errmsg("\"%s\" is not an ordinary table", NameStr(form->relname)),
+				 errdetail("Views, materialized views, foreign tables, sequences and indexes cannot be stream tables.")));
+	if (form->relpersistence == RELPERSISTENCE_TEMP)
+		ereport(ERROR,
+				(errcode(ERRCODE_FEATURE_NOT_SUPPORTED),
+				 errmsg("temporary table \"%s\" cannot be a stream table",
+						NameStr(form->relname))));
+	if (form->relpersistence == RELPERSISTENCE_UNLOGGED)
+		ereport(ERROR,
+				(errcode(ERRCODE_FEATURE_NOT_SUPPORTED),
+				 errmsg("unlogged table \"%s\" cannot be a stream table",
+						NameStr(form->relname)),
+				 errdetail("A crash empties an unlogged table, and numbers must survive crashes.")));
+	ReleaseSysCache(tuple);
+
+	check_table_owner(relid);
+
+	if (IsolationUsesXactSnapshot())
+		ereport(ERROR,
+				(errcode(ERRCODE_FEATURE_NOT_SUPPORTED),
+				 errmsg("stream_seq.enable() cannot run in a REPEATABLE READ or SERIALIZABLE transaction"),
+				 errdetail("Rows committed after the transaction's snapshot was taken would stay without a number."),
+				 errhint("Run it in a READ COMMITTED transaction.")));
+
+	if (find_inheritance_children(relid, NoLock) != NIL)
+		ereport(ERROR,
+				(errcode(ERRCODE_FEATURE_NOT_SUPPORTED),
+				 errmsg("table \"%s\" has inheritance children", get_rel_name(relid)),
+				 errdetail("Rows of an inheriting table would have no number, or one written by hand.")));
+
+	rel = relation_open(relid, NoLock);
+	indexes = RelationGetIndexList(rel);
+	foreach(lc, indexes)
+	{
+		HeapTuple	indtuple = SearchSysCache1(INDEXRELID,
+											   ObjectIdGetDatum(lfirst_oid(lc)));
+		bool		deferrable;
+
+		if (!HeapTupleIsValid(indtuple))
+			continue;
+		deferrable = !((Form_pg_index) GETSTRUCT(indtuple))->indimmediate;
+		ReleaseSysCache(indtuple);
+		if (deferrable)
+			ereport(ERROR,
+					(errcode(ERRCODE_FEATURE_NOT_SUPPORTED),
+					 errmsg("table \"%s\" has a deferrable unique or exclusion constraint",
+							get_rel_name(relid)),
+					 errdetail("Such a constraint cannot be checked for the rows stream_seq numbers at commit.")));
+	}
+	relation_close(rel, NoLock);
+}
+
+/*
+ * stream_unique_index
+ *		The unique index on the stream column that readers and the counter
+ *		use: one key column, no expression, and no predicate or just
+ *		"column IS NOT NULL".  InvalidOid if there is none.
+ */
+Oid
+stream_unique_index(Oid relid, AttrNumber attnum)
+{
+	Relation	rel = relation_open(relid, AccessShareLock);
+	List	   *indexes = RelationGetIndexList(rel);
+	Oid			result = InvalidOid;
+	ListCell   *lc;
+
+	foreach(lc, indexes)
+	{
+		Relation	index = index_open(lfirst_oid(lc), AccessShareLock);
+		Form_pg_index form = index->rd_index;
+		List	   *pred;
+
+		if (form->indisunique && form->indisvalid &&
+			form->indnkeyatts == 1 && form->indkey.values[0] == attnum &&
+			RelationGetIndexExpressions(index) == NIL)
+		{
+			pred = RelationGetIndexPredicate(index);
+			if (pred == NIL ||
+				(list_length(pred) == 1 && IsA(linitial(pred), NullTest) &&
+				 ((NullTest *) linitial(pred))->nulltesttype == IS_NOT_NULL &&
+				 IsA(((NullTest *) linitial(pred))->arg, Var) &&
+				 ((Var *) ((NullTest *) linitial(pred))->arg)->varattno == attnum))
+				result = RelationGetRelid(index);
+		}
+		index_close(index, AccessShareLock);
+		if (OidIsValid(result))
+			break;
+	}
+	relation_close(rel, AccessShareLock);
+	return result;
+}
+
+/*
+ * stream_protect_index
+ *		Make the stream's assignment trigger depend on the unique index of
+ *		its column, so that PostgreSQL itself refuses DROP INDEX of it (and
+ *		DROP INDEX ... CASCADE drops the trigger, which the sql_drop event
+ *		trigger refuses).  Called by enable(), and when a dump restores the
+ *		trigger (pg_dump does not carry such dependencies).
+ */
+void
+stream_protect_index(Oid relid, AttrNumber attnum)
+{
+	Oid			trigger = get_trigger_oid(relid, "stream_seq_assign", true);
+	Oid			index = stream_unique_index(relid, attnum);
+	ObjectAddress depender;
+	ObjectAddress referenced;
+
+	if (!OidIsValid(trigger) || !OidIsValid(index))
+		return;
+	ObjectAddressSet(depender, TriggerRelationId, trigger);
+	ObjectAddressSet(referenced, RelationRelationId, index);
+	recordDependencyOn(&depender, &referenced, DEPENDENCY_NORMAL);
+}
+
+/*
+ * owned_sequence_next
+ *		The number after everything a sequence owned by the column handed
+ *		out (a bigserial column being migrated), or PG_INT64_MIN.
+ */
+static int64
+owned_sequence_next(Oid relid, AttrNumber attnum)
+{
+	List	   *seqs = getOwnedSequences(relid);
+	int64		result = PG_INT64_MIN;
+	ListCell   *lc;
+
+	foreach(lc, seqs)
+	{
+		Oid			seq = lfirst_oid(lc);
+		Oid			table;
+		int32		column;
+		char	   *query;
+		int64		next;
+		bool		found;
+
+		if (!sequenceIsOwned(seq, DEPENDENCY_AUTO, &table, &column) ||
+			table != relid || column != attnum)
+			continue;
+		query = psprintf("SELECT CASE WHEN is_called THEN last_value + 1 ELSE last_value END FROM %s",
+						 qualified_name(seq));
+		stream_catalog_exec_latest(query, 0, NULL, NULL, &next, 1, &found);
+		if (found)
+			result = Max(result, next);
+	}
+	return result;
+}
+
+/*
+ * retired_next
+ *		Where the numbering of an earlier stream on this table ended, or
+ *		PG_INT64_MIN.
+ */
+static int64
+retired_next(Oid relid)
+{
+	Oid			argtypes[1] = {OIDOID};
+	Datum		values[1];
+	int64		next;
+	bool		found;
 
 	values[0] = ObjectIdGetDatum(relid);
-	values[1] = NameGetDatum(new_name);
-	stream_catalog_exec("UPDATE stream_seq.stream SET seq_column = $2 "
-						"WHERE relid = $1", 2, argtypes, values, NULL, 0, NULL);
+	stream_catalog_exec("SELECT next FROM stream_seq.retired WHERE relid::pg_catalog.oid = $1",
+						1, argtypes, values, &next, 1, &found);
+	return found ? next : PG_INT64_MIN;
+}
+
+/*
+ * table_numbers
+ *		The lowest and highest number in the table and how many rows have
+ *		none, read as the extension's owner (row-level security must not
+ *		hide a row) with the latest snapshot.
+ */
+static void
+table_numbers(Oid relid, const char *column, int64 *lowest, int64 *highest,
+			  int64 *unnumbered)
+{
+	char	   *query;
+	int64		row[3];
+	bool		found;
+
+	query = psprintf("SELECT pg_catalog.min(%s), pg_catalog.max(%s), "
+					 "pg_catalog.count(*) FILTER (WHERE %s IS NULL) FROM ONLY %s",
+					 quote_identifier(column), quote_identifier(column),
+					 quote_identifier(column), qualified_name(relid));
+	stream_catalog_exec_latest(query, 0, NULL, NULL, row, 3, &found);
+	*lowest = row[0];
+	*highest = row[1];
+	*unnumbered = row[2];
+}
+
+/*
+ * prepare_column
+ *		Check the stream column, or add it if missing; returns its number.
+ */
+static AttrNumber
+prepare_column(Oid relid, const char *column)
+{
+	AttrNumber	attnum = get_attnum(relid, column);
+	HeapTuple	tuple;
+	Form_pg_attribute att;
+	char	   *relname = get_rel_name(relid);
+
+	if (attnum == InvalidAttrNumber)
+	{
+		stream_caller_exec(psprintf("ALTER TABLE %s ADD COLUMN %s pg_catalog.int8",
+							   qualified_name(relid), quote_identifier(column)), 0, NULL, NULL);
+		CommandCounterIncrement();
+		return get_attnum(relid, column);
+	}
+	if (attnum < 0)
+		ereport(ERROR,
+				(errcode(ERRCODE_INVALID_PARAMETER_VALUE),
+				 errmsg("\"%s\" is a system column", column)));
+
+	tuple = SearchSysCache2(ATTNUM, ObjectIdGetDatum(relid),
+							Int16GetDatum(attnum));
+	if (!HeapTupleIsValid(tuple))
+		elog(ERROR, "cache lookup failed for attribute %d of relation %u",
+			 attnum, relid);
+	att = (Form_pg_attribute) GETSTRUCT(tuple);
+	if (att->atttypid != INT8OID)
+		ereport(ERROR,
+				(errcode(ERRCODE_DATATYPE_MISMATCH),
+				 errmsg("column \"%s\" of table \"%s\" is of type %s, not bigint",
+						column, relname, format_type_be(att->atttypid))));
+	if (att->attidentity != '\0' || att->attgenerated != '\0')
+		ereport(ERROR,
+				(errcode(ERRCODE_INVALID_TABLE_DEFINITION),
+				 errmsg("column \"%s\" of table \"%s\" is an identity or generated column",
+						column, relname),
+				 errhint("Drop the identity or generation expression first.")));
+	if (att->atthasdef)
+		ereport(ERROR,
+				(errcode(ERRCODE_INVALID_TABLE_DEFINITION),
+				 errmsg("column \"%s\" of table \"%s\" has a default", column, relname),
+				 errdetail("Stream numbers are assigned at commit; rows hold NULL until then."),
+				 errhint("Run ALTER TABLE %s ALTER COLUMN %s DROP DEFAULT first.",
+						 qualified_name(relid), quote_identifier(column))));
+	if (att->attnotnull)
+		ereport(ERROR,
+				(errcode(ERRCODE_INVALID_TABLE_DEFINITION),
+				 errmsg("column \"%s\" of table \"%s\" does not allow nulls",
+						column, relname),
+				 errdetail("Stream numbers are assigned at commit; rows hold NULL until then."),
+				 errhint("Run ALTER TABLE %s ALTER COLUMN %s DROP NOT NULL first (a primary key on it must be dropped too).",
+						 qualified_name(relid), quote_identifier(column))));
+	ReleaseSysCache(tuple);
+	return attnum;
+}
+
+/*
+ * stream_seq_enable
+ *		SQL: enable(stream regclass, seq_column name DEFAULT 'seq'): make an
+ *		ordinary table a stream table.  Adds the column if missing, a
+ *		partial unique index on it if there is none, numbers the rows that
+ *		have no number (above every number the table ever had), creates the
+ *		head sequence and the triggers, and records the stream.
+ */
+Datum
+stream_seq_enable(PG_FUNCTION_ARGS)
+{
+	Oid			relid;
+	char	   *column;
+	AttrNumber	attnum;
+	int64		floor;
+	int64		lowest;
+	int64		highest;
+	int64		unnumbered;
+	int64		base;
+	int64		start;
+	Oid			head_seq;
+	char	   *table;
+	StreamRef  *ref;
+
+	if (PG_ARGISNULL(0) || PG_ARGISNULL(1))
+		ereport(ERROR,
+				(errcode(ERRCODE_NULL_VALUE_NOT_ALLOWED),
+				 errmsg("stream table and column must not be null")));
+	relid = PG_GETARG_OID(0);
+	column = NameStr(*PG_GETARG_NAME(1));
+	stream_check_preloaded();
+
+	check_enable_target(relid);
+
+	/* keep writers out while existing rows are numbered */
+	LockRelationOid(relid, ShareRowExclusiveLock);
+	if (!SearchSysCacheExists1(RELOID, ObjectIdGetDatum(relid)))
+		ereport(ERROR,
+				(errcode(ERRCODE_UNDEFINED_TABLE),
+				 errmsg("relation with OID %u does not exist", relid)));
+	if (stream_catalog_has(relid))
+		ereport(ERROR,
+				(errcode(ERRCODE_DUPLICATE_OBJECT),
+				 errmsg("table \"%s\" is already a stream table",
+						get_rel_name(relid))));
+	table = qualified_name(relid);
+
+	attnum = prepare_column(relid, column);
+	if (!OidIsValid(stream_unique_index(relid, attnum)))
+	{
+		stream_caller_exec(psprintf("CREATE UNIQUE INDEX ON %s (%s) WHERE %s IS NOT NULL",
+							   table, quote_identifier(column),
+							   quote_identifier(column)), 0, NULL, NULL);
+		CommandCounterIncrement();
+	}
+
+	/* never below what this table or its old sequence ever handed out */
+	floor = Max(Max(retired_next(relid), owned_sequence_next(relid, attnum)), 1);
+	table_numbers(relid, column, &lowest, &highest, &unnumbered);
+	base = Max(Max(highest, 0), floor - 1);
+	if (unnumbered > 0)
+	{
+		stream_caller_exec(psprintf("UPDATE ONLY %s t SET %s = s.n "
+							   "FROM (SELECT ctid, " INT64_FORMAT " + row_number() OVER (ORDER BY ctid) AS n "
+							   "FROM ONLY %s WHERE %s IS NULL) s WHERE t.ctid = s.ctid",
+							   table, quote_identifier(column), base,
+							   table, quote_identifier(column)), 0, NULL, NULL);
+		CommandCounterIncrement();
+		table_numbers(relid, column, &lowest, &highest, &unnumbered);
+		if (unnumbered > 0)
+			ereport(ERROR,
+					(errcode(ERRCODE_INSUFFICIENT_PRIVILEGE),
+					 errmsg("could not number every row of table \"%s\"",
+							get_rel_name(relid)),
+					 errdetail("The rows stream_seq updated as the table's owner did not include " INT64_FORMAT " rows without a number.",
+							   unnumbered),
+					 errhint("Row-level security that applies to the table's owner (FORCE ROW LEVEL SECURITY) hides rows from it; disable it while enabling the stream.")));
+	}
+	start = Max(base, highest == PG_INT64_MIN ? 0 : highest) + 1;
+
+	head_seq = stream_create_head_sequence(relid, column, start,
+										   stream_seq_head_interval);
+
+	stream_caller_exec(psprintf("CREATE TRIGGER stream_seq_guard BEFORE INSERT OR UPDATE OF %s ON %s "
+						   "FOR EACH ROW EXECUTE FUNCTION stream_seq.guard_trigger()",
+						   quote_identifier(column), table), 0, NULL, NULL);
+	stream_caller_exec(psprintf("CREATE CONSTRAINT TRIGGER stream_seq_assign AFTER INSERT ON %s "
+						   "DEFERRABLE INITIALLY DEFERRED "
+						   "FOR EACH ROW EXECUTE FUNCTION stream_seq.assign_trigger()",
+						   table), 0, NULL, NULL);
+	stream_caller_exec(psprintf("CREATE TRIGGER stream_seq_truncate BEFORE TRUNCATE ON %s "
+						   "FOR EACH STATEMENT EXECUTE FUNCTION stream_seq.truncate_trigger()",
+						   table), 0, NULL, NULL);
+	CommandCounterIncrement();
+	stream_protect_index(relid, attnum);
+
+	stream_catalog_insert(relid, column, head_seq);
+	{
+		Oid			argtypes[1] = {OIDOID};
+		Datum		values[1];
+
+		values[0] = ObjectIdGetDatum(relid);
+		stream_catalog_exec("DELETE FROM stream_seq.retired WHERE relid::pg_catalog.oid = $1",
+							1, argtypes, values, NULL, 0, NULL);
+	}
+	CommandCounterIncrement();
 	CacheInvalidateRelcacheByRelid(relid);
+
+	/*
+	 * Attach the slot (one left by an earlier stream on this table starts
+	 * afresh) and record this transaction as holding numbers from the
+	 * lowest in the table: the rows it numbered, and rows that were in the
+	 * table before, are invisible to snapshots taken before it commits, so
+	 * those snapshots must get a horizon at or below them.
+	 */
+	ref = stream_lookup(relid, false);
+	stream_slot_restart(ref);
+	stream_add_entry(ref, lowest == PG_INT64_MIN ? start : Min(lowest, start));
+	stream_xact_has_entry(ref);
 	PG_RETURN_VOID();
 }
 
 /*
- * stream_seq_truncate_trigger
- *		BEFORE TRUNCATE: record that every number handed out so far is gone,
- *		in the same transaction as the truncation, so that after a restart
- *		numbering continues above them although the table is empty (and even
- *		if RESTART IDENTITY reset the head sequence).
+ * drop_stream_triggers
+ *		Drop the triggers of the stream, found by their functions.
+ */
+static void
+drop_stream_triggers(Oid relid)
+{
+	Relation	rel = relation_open(relid, AccessShareLock);
+	List	   *names = NIL;
+	ListCell   *lc;
+	int			i;
+
+	if (rel->trigdesc != NULL)
+	{
+		for (i = 0; i < rel->trigdesc->numtriggers; i++)
+		{
+			Trigger    *trigger = &rel->trigdesc->triggers[i];
+
+			if (stream_is_own_trigger_function(trigger->tgfoid, NULL))
+				names = lappend(names, pstrdup(trigger->tgname));
+		}
+	}
+	relation_close(rel, AccessShareLock);
+	foreach(lc, names)
+		stream_caller_exec(psprintf("DROP TRIGGER %s ON %s",
+							   quote_identifier(lfirst(lc)),
+							   qualified_name(relid)), 0, NULL, NULL);
+}
+
+/*
+ * stream_retire
+ *		Record where a stream's numbering ends, for a later enable() of the
+ *		same table, and remove its catalog row (with its consumers) and its
+ *		head sequence.  Used by disable().
+ */
+void
+stream_retire(StreamRef *ref)
+{
+	int64		next = stream_recorded_end(ref->head_seq, ref->head_interval);
+	int64		counter;
+	int64		block_end;
+	Oid			argtypes[2] = {REGCLASSOID, INT8OID};
+	Datum		values[2];
+
+	if (stream_counter_read(ref, &counter, &block_end))
+		next = Max(next, counter);
+	next = Max(next, stream_catalog_first(ref->relid));
+
+	values[0] = ObjectIdGetDatum(ref->relid);
+	values[1] = Int64GetDatum(next);
+	/* versions before 0.3.0 have no such table: their update adds it */
+	if (OidIsValid(get_relname_relid("retired", stream_namespace(false))))
+		stream_catalog_exec("INSERT INTO stream_seq.retired (relid, next) VALUES ($1, $2) "
+						"ON CONFLICT (relid) DO UPDATE "
+						"SET next = greatest(retired.next, excluded.next), "
+						"disabled_at = pg_catalog.now()",
+						2, argtypes, values, NULL, 0, NULL);
+	stream_catalog_delete(ref->relid);
+	CommandCounterIncrement();
+	stream_catalog_exec(psprintf("DROP SEQUENCE IF EXISTS %s",
+								 qualified_name(ref->head_seq)),
+						0, NULL, NULL, NULL, 0, NULL);
+}
+
+/*
+ * stream_seq_disable
+ *		SQL: disable(stream regclass): stop numbering a stream table.  Its
+ *		triggers, head sequence, consumers and catalog row go; the column,
+ *		its index and the data stay, and a later enable() continues above
+ *		every number handed out.
  */
 Datum
-stream_seq_truncate_trigger(PG_FUNCTION_ARGS)
+stream_seq_disable(PG_FUNCTION_ARGS)
 {
-	TriggerData *trigdata = (TriggerData *) fcinfo->context;
+	Oid			relid;
 	StreamRef  *ref;
-	StreamSlot *slot;
-	int64		next;
 
-	if (!CALLED_AS_TRIGGER(fcinfo) ||
-		!TRIGGER_FIRED_BY_TRUNCATE(trigdata->tg_event))
+	if (PG_ARGISNULL(0))
 		ereport(ERROR,
-				(errcode(ERRCODE_E_R_I_E_TRIGGER_PROTOCOL_VIOLATED),
-				 errmsg("stream_seq.truncate_trigger() must be fired BEFORE TRUNCATE")));
+				(errcode(ERRCODE_NULL_VALUE_NOT_ALLOWED),
+				 errmsg("stream table must not be null")));
+	relid = PG_GETARG_OID(0);
+	stream_check_preloaded();
 
-	ref = stream_lookup(RelationGetRelid(trigdata->tg_relation), false);
-	slot = stream_slot_lock_started(ref, LW_SHARED);
-	next = slot->next;
-	LWLockRelease(slot->lock);
+	ref = stream_lookup(relid, false);
+	check_table_owner(relid);
 
-	stream_catalog_record_start(ref->relid, next);
-	return PointerGetDatum(NULL);
+	/* wait for transactions that are writing to the stream */
+	LockRelationOid(relid, ExclusiveLock);
+	if (AfterTriggerPendingOnRel(relid))
+		ereport(ERROR,
+				(errcode(ERRCODE_OBJECT_NOT_IN_PREREQUISITE_STATE),
+				 errmsg("cannot disable stream table \"%s\" because it has rows not yet numbered",
+						get_rel_name(relid)),
+				 errdetail("This transaction inserted rows into it."),
+				 errhint("Commit them before disabling the stream.")));
+	ref = stream_lookup(relid, false);
+
+	stream_retire(ref);
+	drop_stream_triggers(relid);
+	stream_release_at_commit(relid);
+	CacheInvalidateRelcacheByRelid(relid);
+	PG_RETURN_VOID();
 }

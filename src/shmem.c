@@ -2,7 +2,9 @@
  *
  * shmem.c
  *	  Shared memory of stream_seq: one slot per stream holding the number
- *	  counter and the list of transactions that hold numbers.
+ *	  counter and the list of transactions that hold numbers, and the
+ *	  horizon computed from them.  This file is the only one that reads or
+ *	  writes a slot; the layout below is private to it.
  *
  * Invariants, for every stream slot, all under the slot's lock:
  *
@@ -11,7 +13,7 @@
  *		its own reservation before it commits (stream_shrink);
  *	(2) every number ever handed out is below "block_end", and "block_end"
  *		is recorded durably in the stream's head sequence before numbers
- *		below it are handed out (catalog.c), so a restart never reuses one;
+ *		below it are handed out (counter.c), so a restart never reuses one;
  *	(3) the reservation that advances "next" and the entry that records it
  *		are made under one exclusive lock acquisition, so a horizon reader
  *		that sees the advanced counter also sees the entry;
@@ -25,8 +27,38 @@
  *		horizon checks exactly against each snapshot; only when that is
  *		full too does an entry fold into a conservative floor.
  *
- * horizon.c builds the read horizon from these; the argument that it never
- * lets a reader skip a row is in README.md ("Why the horizon is safe").
+ * Transaction ids are kept as FullTransactionIds: a quiet stream in a busy
+ * cluster can keep an entry for longer than 2^31 transactions, after which
+ * a 32-bit xid would compare as being in the future.
+ *
+ * Note about locking
+ * ------------------
+ * Locks, in the order they are taken:
+ *	1. heavyweight locks: the stream table's (DDL, enable(), disable(),
+ *	   TRUNCATE) and its head sequence's ShareUpdateExclusiveLock, which
+ *	   serializes block refills (counter.c);
+ *	2. the global LWLock ("shared->lock"): slot identity and allocation;
+ *	3. one slot's LWLock.
+ * A slot lock is taken with or without the global lock, never the global
+ * lock while a slot lock is held, and never two slot locks at once.  While
+ * a slot lock is held, the only other locks taken are ProcArrayLock, in
+ * shared mode, by TransactionIdIsInProgress in floor_in_progress, and the
+ * spinlock behind GetFlushRecPtr; nothing takes a slot lock while holding
+ * ProcArrayLock.  No slot lock or global lock is held across SPI, nextval,
+ * catalog or syscache access, memory allocation or ereport: every such step
+ * happens before the lock is taken or after it is released, and functions
+ * here that would have to raise an error return a code instead.  The next
+ * full xid (XidGenLock) and the oldest snapshot xmin (ProcArrayLock) are
+ * read before a slot lock is taken; stale values are only cautious.
+ *
+ * Read without a lock: a slot's identity (dboid, relid, in_use, generation)
+ * in find_slot under the global lock only; "nentries" and
+ * "appends_since_prune" in maybe_prune, where a wrong guess only delays or
+ * hastens pruning, and the entry is re-checked under the lock.
+ *
+ * horizon.c builds the read horizon per snapshot from
+ * stream_slot_horizon; the argument that it never lets a reader skip a row
+ * is in README.md ("Why the horizon is safe").
  *
  *-------------------------------------------------------------------------
  */
@@ -37,15 +69,88 @@
 #include "access/xlog.h"
 #include "miscadmin.h"
 #include "storage/ipc.h"
+#include "storage/lwlock.h"
 #include "storage/proc.h"
 #include "storage/procarray.h"
 #include "storage/shmem.h"
 #include "utils/lsyscache.h"
-#include "utils/rel.h"
+#include "utils/memutils.h"
 
 #include "stream_seq.h"
 
 #define STREAM_SEQ_TRANCHE "stream_seq"
+
+/* State of one tracked transaction. */
+typedef enum StreamEntryState
+{
+	ENTRY_ASSIGNED = 0,			/* holds numbers, outcome not yet recorded */
+	ENTRY_COMMITTED,			/* committed; commit_end says where in WAL */
+	ENTRY_ABORTED				/* aborted; holds nothing back */
+} StreamEntryState;
+
+/*
+ * One transaction that took numbers from a stream.  Its numbers all lie in
+ * [lo, hi); lo is what holds the horizon back.
+ */
+typedef struct StreamEntry
+{
+	FullTransactionId xid;		/* top-level xid of the transaction */
+	int			pid;			/* backend that assigned the numbers */
+	uint8		state;			/* StreamEntryState */
+	int64		lo;
+	int64		hi;
+	XLogRecPtr	commit_end;		/* end of the commit record, when committed */
+	TimestampTz assigned_at;
+} StreamEntry;
+
+/* A committed transaction moved out of a full list. */
+typedef struct EvictedXact
+{
+	FullTransactionId xid;
+	int64		lo;
+} EvictedXact;
+
+/*
+ * Shared state of one stream.  Protected by "lock", except the identity
+ * fields, which are changed only under the global lock and the slot's lock
+ * and re-checked under "lock" by users (see lock_slot).
+ */
+typedef struct StreamSlot
+{
+	Oid			dboid;
+	Oid			relid;
+	bool		in_use;
+	uint32		generation;		/* bumped whenever the slot changes owner */
+	FullTransactionId attached_by;	/* transaction that took it, if any */
+	LWLock	   *lock;
+
+	bool		started;		/* next/block_end are valid */
+	int64		next;			/* next number to hand out */
+	int64		block_end;		/* numbers below this are recorded durably */
+
+	/*
+	 * Committed entries that neither the list nor the evicted store could
+	 * keep are summarized by a conservative floor: for any snapshot that
+	 * might see one of them as in progress, or while one of their commit
+	 * records is not yet flushed, the horizon stays at or below floor_lo.
+	 */
+	bool		floor_active;
+	int64		floor_lo;
+	FullTransactionId floor_min_xid;	/* oldest xid folded in */
+	FullTransactionId floor_xid;	/* newest xid folded in */
+	XLogRecPtr	floor_lsn;		/* latest commit end folded in */
+
+	int			nevicted;		/* entries in the evicted store */
+
+	uint64		evictions;		/* statistics */
+	uint64		assigned_xacts;
+	uint32		appends_since_prune;
+	int			nentries;		/* entries[0 .. nentries-1], assignment order */
+
+	ConditionVariable advanced; /* broadcast when a commit may move horizon */
+
+	StreamEntry entries[FLEXIBLE_ARRAY_MEMBER];
+} StreamSlot;
 
 /* Header of the extension's shared memory; slots follow it. */
 typedef struct StreamShared
@@ -61,9 +166,11 @@ typedef struct StreamShared
 
 static StreamShared *shared = NULL;
 
-/* Prune once this many entries exist and this many appends happened. */
+/* Prune once this many entries exist and this many appends happened... */
 #define PRUNE_MIN_ENTRIES	16
 #define PRUNE_MIN_APPENDS	8
+/* ... or once the oldest entry is this many transactions old. */
+#define PRUNE_AGE_XIDS		((uint64) 1000000)
 
 /*
  * Entries per slot: the configured number, but at least one more than the
@@ -120,6 +227,27 @@ stream_shmem_request(void)
 }
 
 /*
+ * get_slot
+ *		Address of slot number "slotno".
+ */
+static StreamSlot *
+get_slot(int slotno)
+{
+	Assert(slotno >= 0 && slotno < shared->nslots);
+	return (StreamSlot *) (shared->slots + (Size) slotno * shared->slot_size);
+}
+
+/*
+ * evicted_of
+ *		The evicted store of a slot: nevicted entries sorted by xid.
+ */
+static EvictedXact *
+evicted_of(StreamSlot *slot)
+{
+	return (EvictedXact *) ((char *) slot + shared->evicted_offset);
+}
+
+/*
  * stream_shmem_startup
  *		Create or attach the shared state (shmem_startup_hook).  All slots
  *		start free: counters are rebuilt lazily from the catalog and table.
@@ -144,7 +272,7 @@ stream_shmem_startup(void)
 		shared->slot_size = slot_size();
 		for (i = 0; i < shared->nslots; i++)
 		{
-			StreamSlot *slot = stream_slot_get(i);
+			StreamSlot *slot = get_slot(i);
 
 			memset(slot, 0, offsetof(StreamSlot, entries));
 			slot->lock = &locks[i + 1].lock;
@@ -165,54 +293,36 @@ stream_shmem_ready(void)
 }
 
 /*
- * stream_check_preloaded
- *		Raise the documented error when the library is not preloaded; every
- *		entry point that needs shared memory calls this first.
+ * full_xid
+ *		The FullTransactionId of a normal xid that is not older than 2^31
+ *		transactions before "next" (a snapshot's xmin or xmax, an xid of a
+ *		running transaction).
  */
-void
-stream_check_preloaded(void)
+static FullTransactionId
+full_xid(FullTransactionId next, TransactionId xid)
 {
-	if (shared == NULL)
-		ereport(ERROR,
-				(errcode(ERRCODE_OBJECT_NOT_IN_PREREQUISITE_STATE),
-				 errmsg("stream_seq must be loaded via \"shared_preload_libraries\""),
-				 errhint("Add stream_seq to the \"shared_preload_libraries\" setting and restart the server.")));
-}
-
-/*
- * stream_slot_get
- *		Address of slot number "slotno".
- */
-StreamSlot *
-stream_slot_get(int slotno)
-{
-	Assert(slotno >= 0 && slotno < shared->nslots);
-	return (StreamSlot *) (shared->slots + (Size) slotno * shared->slot_size);
-}
-
-/*
- * stream_slot_evicted
- *		The evicted store of a slot: nevicted entries sorted by xid.
- */
-EvictedXact *
-stream_slot_evicted(StreamSlot *slot)
-{
-	return (EvictedXact *) ((char *) slot + shared->evicted_offset);
+	Assert(TransactionIdIsNormal(xid));
+	return FullTransactionIdFromU64(U64FromFullTransactionId(next) +
+									(int32) (xid - XidFromFullTransactionId(next)));
 }
 
 /*
  * reset_slot
- *		Give a slot to stream (dboid, relid) with an uninitialized counter.
+ *		Give a slot to stream (dboid, relid) with a counter not yet started.
  *		Caller holds the global lock and the slot's lock exclusively.
  */
 static void
 reset_slot(StreamSlot *slot, Oid dboid, Oid relid)
 {
+	TransactionId xid = GetTopTransactionIdIfAny();
+
 	slot->dboid = dboid;
 	slot->relid = relid;
 	slot->in_use = true;
 	slot->generation++;
-	slot->initialized = false;
+	slot->attached_by = TransactionIdIsValid(xid) ?
+		GetTopFullTransactionId() : InvalidFullTransactionId;
+	slot->started = false;
 	slot->next = 0;
 	slot->block_end = 0;
 	slot->floor_active = false;
@@ -235,7 +345,7 @@ find_slot(Oid relid)
 
 	for (i = 0; i < shared->nslots; i++)
 	{
-		StreamSlot *slot = stream_slot_get(i);
+		StreamSlot *slot = get_slot(i);
 
 		if (slot->in_use && slot->relid == relid &&
 			slot->dboid == MyDatabaseId)
@@ -247,9 +357,10 @@ find_slot(Oid relid)
 /*
  * stream_slot_attach
  *		Point "ref" at the shared slot of its stream, taking a free slot if
- *		the stream has none yet.  The caller has checked the catalog.
+ *		the stream has none yet.  Returns false if every slot is taken; the
+ *		caller may reclaim slots left behind (catalog.c) and try again.
  */
-void
+bool
 stream_slot_attach(StreamRef *ref)
 {
 	int			slotno;
@@ -262,7 +373,7 @@ stream_slot_attach(StreamRef *ref)
 
 		for (i = 0; i < shared->nslots; i++)
 		{
-			if (!stream_slot_get(i)->in_use)
+			if (!get_slot(i)->in_use)
 			{
 				slotno = i;
 				break;
@@ -271,20 +382,83 @@ stream_slot_attach(StreamRef *ref)
 		if (slotno < 0)
 		{
 			LWLockRelease(shared->lock);
-			ereport(ERROR,
-					(errcode(ERRCODE_CONFIGURATION_LIMIT_EXCEEDED),
-					 errmsg("too many stream tables in use"),
-					 errdetail("All %d stream slots are taken.",
-							   shared->nslots),
-					 errhint("Increase \"stream_seq.max_streams\" and restart the server.")));
+			return false;
 		}
-		LWLockAcquire(stream_slot_get(slotno)->lock, LW_EXCLUSIVE);
-		reset_slot(stream_slot_get(slotno), MyDatabaseId, ref->relid);
-		LWLockRelease(stream_slot_get(slotno)->lock);
+		LWLockAcquire(get_slot(slotno)->lock, LW_EXCLUSIVE);
+		reset_slot(get_slot(slotno), MyDatabaseId, ref->relid);
+		LWLockRelease(get_slot(slotno)->lock);
 	}
 	ref->slotno = slotno;
-	ref->generation = stream_slot_get(slotno)->generation;
+	ref->generation = get_slot(slotno)->generation;
 	LWLockRelease(shared->lock);
+	return true;
+}
+
+/*
+ * stream_slot_list
+ *		The identities of up to "max" slots in use, for deciding which of
+ *		them were left behind (catalog.c).  Returns how many were stored.
+ */
+int
+stream_slot_list(StreamSlotIdent *idents, int max)
+{
+	int			n = 0;
+	int			i;
+
+	LWLockAcquire(shared->lock, LW_SHARED);
+	for (i = 0; i < shared->nslots && n < max; i++)
+	{
+		StreamSlot *slot = get_slot(i);
+
+		if (!slot->in_use)
+			continue;
+		idents[n].slotno = i;
+		idents[n].generation = slot->generation;
+		idents[n].dboid = slot->dboid;
+		idents[n].relid = slot->relid;
+		idents[n].attached_by = slot->attached_by;
+		n++;
+	}
+	LWLockRelease(shared->lock);
+	return n;
+}
+
+/*
+ * free_slot
+ *		Mark a slot free and wake its waiters.  Caller holds the global lock.
+ */
+static void
+free_slot(StreamSlot *slot)
+{
+	LWLockAcquire(slot->lock, LW_EXCLUSIVE);
+	slot->in_use = false;
+	slot->generation++;
+	slot->nentries = 0;
+	slot->nevicted = 0;
+	slot->floor_active = false;
+	LWLockRelease(slot->lock);
+	ConditionVariableBroadcast(&slot->advanced);
+}
+
+/*
+ * stream_slot_free
+ *		Free slot "slotno" if it has not changed owner since it was listed
+ *		with "generation".  Returns whether it was freed.
+ */
+bool
+stream_slot_free(int slotno, uint32 generation)
+{
+	StreamSlot *slot = get_slot(slotno);
+	bool		freed = false;
+
+	LWLockAcquire(shared->lock, LW_EXCLUSIVE);
+	if (slot->in_use && slot->generation == generation)
+	{
+		free_slot(slot);
+		freed = true;
+	}
+	LWLockRelease(shared->lock);
+	return freed;
 }
 
 /*
@@ -302,35 +476,27 @@ stream_slot_release(Oid dboid, Oid relid)
 	LWLockAcquire(shared->lock, LW_EXCLUSIVE);
 	for (i = 0; i < shared->nslots; i++)
 	{
-		StreamSlot *slot = stream_slot_get(i);
+		StreamSlot *slot = get_slot(i);
 
 		if (slot->in_use && slot->relid == relid && slot->dboid == dboid)
-		{
-			LWLockAcquire(slot->lock, LW_EXCLUSIVE);
-			slot->in_use = false;
-			slot->generation++;
-			slot->nentries = 0;
-			slot->nevicted = 0;
-			LWLockRelease(slot->lock);
-			ConditionVariableBroadcast(&slot->advanced);
-		}
+			free_slot(slot);
 	}
 	LWLockRelease(shared->lock);
 }
 
 /*
- * stream_slot_lock
- *		Lock the slot of "ref" in "mode" and return it.  A slot that changed
- *		owner since the backend looked up the stream means the stream was
- *		disabled or its table dropped (and perhaps enabled again) meanwhile:
- *		that is an error, never a silent re-attach, which could give a
- *		dropped stream a new slot or this stream another one's horizon.  The
- *		next transaction looks the stream up afresh.
+ * lock_slot
+ *		Lock the slot of "ref" in "mode" and return it, or NULL if the slot
+ *		changed owner since the backend looked the stream up: the stream was
+ *		disabled or its table dropped (and perhaps enabled again) meanwhile.
+ *		That is never silently re-attached, which could give a dropped
+ *		stream a new slot or this stream another one's horizon; callers
+ *		report it with report_lost_slot once the lock is released.
  */
-StreamSlot *
-stream_slot_lock(StreamRef *ref, LWLockMode mode)
+static StreamSlot *
+lock_slot(StreamRef *ref, LWLockMode mode)
 {
-	StreamSlot *slot = stream_slot_get(ref->slotno);
+	StreamSlot *slot = get_slot(ref->slotno);
 
 	LWLockAcquire(slot->lock, mode);
 	if (slot->in_use && slot->generation == ref->generation &&
@@ -338,16 +504,118 @@ stream_slot_lock(StreamRef *ref, LWLockMode mode)
 		return slot;
 	LWLockRelease(slot->lock);
 	ref->valid = false;
-	if (get_rel_name(ref->relid) != NULL)
+	return NULL;
+}
+
+/*
+ * report_lost_slot
+ *		The error for a stream whose slot changed owner while in use.  The
+ *		next transaction looks the stream up afresh.
+ */
+static void
+report_lost_slot(StreamRef *ref)
+{
+	char	   *relname = get_rel_name(ref->relid);
+
+	if (relname != NULL)
 		ereport(ERROR,
 				(errcode(ERRCODE_OBJECT_NOT_IN_PREREQUISITE_STATE),
 				 errmsg("stream table \"%s\" was disabled or dropped while in use",
-						get_rel_name(ref->relid))));
+						relname)));
 	ereport(ERROR,
 			(errcode(ERRCODE_OBJECT_NOT_IN_PREREQUISITE_STATE),
 			 errmsg("stream table with OID %u was disabled or dropped while in use",
 					ref->relid)));
-	return NULL;				/* keep compiler quiet */
+}
+
+/*
+ * lock_slot_or_error
+ *		lock_slot for callers that can raise the error right away.
+ */
+static StreamSlot *
+lock_slot_or_error(StreamRef *ref, LWLockMode mode)
+{
+	StreamSlot *slot = lock_slot(ref, mode);
+
+	if (slot == NULL)
+		report_lost_slot(ref);
+	return slot;
+}
+
+/*
+ * stream_slot_restart
+ *		Forget the counter of a stream's slot, so that it is started afresh
+ *		from the catalog and table: enable() of a table whose slot survived
+ *		an earlier stream on it.
+ */
+void
+stream_slot_restart(StreamRef *ref)
+{
+	StreamSlot *slot = lock_slot_or_error(ref, LW_EXCLUSIVE);
+
+	slot->started = false;
+	LWLockRelease(slot->lock);
+}
+
+/*
+ * stream_counter_start
+ *		Start the counter at "start" unless another backend started it
+ *		first (counter.c computed "start" from the table and the head).
+ *		Returns false if the slot changed owner.
+ */
+bool
+stream_counter_start(StreamRef *ref, int64 start)
+{
+	StreamSlot *slot = lock_slot(ref, LW_EXCLUSIVE);
+
+	if (slot == NULL)
+		return false;
+	if (!slot->started)
+	{
+		slot->next = start;
+		slot->block_end = start;
+		slot->started = true;
+	}
+	LWLockRelease(slot->lock);
+	return true;
+}
+
+/*
+ * stream_counter_read
+ *		The next number of a started counter in *next, and the end of its
+ *		recorded block in *block_end; false if the counter is not started.
+ */
+bool
+stream_counter_read(StreamRef *ref, int64 *next, int64 *block_end)
+{
+	StreamSlot *slot = lock_slot_or_error(ref, LW_SHARED);
+	bool		started = slot->started;
+
+	*next = slot->next;
+	*block_end = slot->block_end;
+	LWLockRelease(slot->lock);
+	return started;
+}
+
+/*
+ * stream_counter_extend
+ *		Install a block [block_start, block_end) that counter.c has recorded
+ *		in the head sequence.  Blocks of one stream are installed in the
+ *		order the sequence handed them out (counter.c serializes refills),
+ *		so block_end only grows; numbers jump up to the block's start.
+ */
+void
+stream_counter_extend(StreamRef *ref, int64 block_start, int64 block_end)
+{
+	StreamSlot *slot = lock_slot_or_error(ref, LW_EXCLUSIVE);
+
+	if (block_end > slot->block_end)
+	{
+		slot->block_end = block_end;
+		if (block_start > slot->next)
+			slot->next = block_start;
+	}
+	LWLockRelease(slot->lock);
 }
 
 /*
@@ -356,27 +624,27 @@ stream_slot_lock(StreamRef *ref, LWLockMode mode)
  *		caller's entry is usually among the newest.
  */
 static StreamEntry *
-entry_of(StreamSlot *slot, TransactionId xid)
+entry_of(StreamSlot *slot, FullTransactionId xid)
 {
 	int			i;
 
 	for (i = slot->nentries - 1; i >= 0; i--)
 	{
-		if (TransactionIdEquals(slot->entries[i].xid, xid))
+		if (FullTransactionIdEquals(slot->entries[i].xid, xid))
 			return &slot->entries[i];
 	}
 	return NULL;
 }
 
 /*
- * stream_prune
+ * prune_slot
  *		Drop entries no snapshot can need any more (invariant 4), and retire
  *		the floor once everything folded into it is equally finished.
  *		"oldest_xmin" and "flushed" may be stale: older values only keep
  *		more.  Caller holds the slot's lock exclusively.
  */
-void
-stream_prune(StreamSlot *slot, TransactionId oldest_xmin, XLogRecPtr flushed)
+static void
+prune_slot(StreamSlot *slot, FullTransactionId oldest_xmin, XLogRecPtr flushed)
 {
 	int			i;
 	int			kept = 0;
@@ -388,7 +656,7 @@ stream_prune(StreamSlot *slot, TransactionId oldest_xmin, XLogRecPtr flushed)
 
 		removable = e->state == ENTRY_ABORTED ||
 			(e->state == ENTRY_COMMITTED && e->commit_end <= flushed &&
-			 TransactionIdPrecedes(e->xid, oldest_xmin));
+			 FullTransactionIdPrecedes(e->xid, oldest_xmin));
 		if (!removable)
 		{
 			if (kept != i)
@@ -402,11 +670,11 @@ stream_prune(StreamSlot *slot, TransactionId oldest_xmin, XLogRecPtr flushed)
 	/* the evicted store is sorted by xid: what is old enough is a prefix */
 	if (slot->nevicted > 0)
 	{
-		EvictedXact *evicted = stream_slot_evicted(slot);
+		EvictedXact *evicted = evicted_of(slot);
 		int			n = 0;
 
 		while (n < slot->nevicted &&
-			   TransactionIdPrecedes(evicted[n].xid, oldest_xmin))
+			   FullTransactionIdPrecedes(evicted[n].xid, oldest_xmin))
 			n++;
 		if (n > 0)
 		{
@@ -417,7 +685,7 @@ stream_prune(StreamSlot *slot, TransactionId oldest_xmin, XLogRecPtr flushed)
 	}
 
 	if (slot->floor_active &&
-		TransactionIdPrecedes(slot->floor_xid, oldest_xmin) &&
+		FullTransactionIdPrecedes(slot->floor_xid, oldest_xmin) &&
 		slot->floor_lsn <= flushed)
 		slot->floor_active = false;
 }
@@ -431,12 +699,12 @@ stream_prune(StreamSlot *slot, TransactionId oldest_xmin, XLogRecPtr flushed)
 static bool
 store_evicted(StreamSlot *slot, StreamEntry *e)
 {
-	EvictedXact *evicted = stream_slot_evicted(slot);
+	EvictedXact *evicted = evicted_of(slot);
 	int			pos = slot->nevicted;
 
 	if (slot->nevicted >= shared->evicted_capacity)
 		return false;
-	while (pos > 0 && TransactionIdPrecedes(e->xid, evicted[pos - 1].xid))
+	while (pos > 0 && FullTransactionIdPrecedes(e->xid, evicted[pos - 1].xid))
 		pos--;
 	memmove(&evicted[pos + 1], &evicted[pos],
 			sizeof(EvictedXact) * (slot->nevicted - pos));
@@ -464,9 +732,9 @@ fold_into_floor(StreamSlot *slot, StreamEntry *e)
 	else
 	{
 		slot->floor_lo = Min(slot->floor_lo, e->lo);
-		if (TransactionIdPrecedes(e->xid, slot->floor_min_xid))
+		if (FullTransactionIdPrecedes(e->xid, slot->floor_min_xid))
 			slot->floor_min_xid = e->xid;
-		if (TransactionIdFollows(e->xid, slot->floor_xid))
+		if (FullTransactionIdFollows(e->xid, slot->floor_xid))
 			slot->floor_xid = e->xid;
 		slot->floor_lsn = Max(slot->floor_lsn, e->commit_end);
 	}
@@ -481,9 +749,8 @@ fold_into_floor(StreamSlot *slot, StreamEntry *e)
  *		rules out.
  */
 static bool
-evict_oldest_finished(StreamSlot *slot)
+evict_oldest_finished(StreamSlot *slot, XLogRecPtr flushed)
 {
-	XLogRecPtr	flushed = GetFlushRecPtr(NULL);
 	int			i;
 
 	for (i = 0; i < slot->nentries; i++)
@@ -510,14 +777,16 @@ evict_oldest_finished(StreamSlot *slot)
  * append_entry
  *		Record that transaction "xid" holds numbers from "lo" on.  Returns
  *		false if the list is full of unfinished entries.  Caller holds the
- *		slot's lock exclusively.
+ *		slot's lock exclusively; "flushed" was read before it was taken.
  */
 static bool
-append_entry(StreamSlot *slot, TransactionId xid, int64 lo)
+append_entry(StreamSlot *slot, FullTransactionId xid, int64 lo,
+			 XLogRecPtr flushed, TimestampTz now)
 {
 	StreamEntry *e;
 
-	if (slot->nentries >= shared->capacity && !evict_oldest_finished(slot))
+	if (slot->nentries >= shared->capacity &&
+		!evict_oldest_finished(slot, flushed))
 		return false;
 
 	e = &slot->entries[slot->nentries++];
@@ -527,7 +796,7 @@ append_entry(StreamSlot *slot, TransactionId xid, int64 lo)
 	e->lo = lo;
 	e->hi = lo;
 	e->commit_end = InvalidXLogRecPtr;
-	e->assigned_at = GetCurrentTimestamp();
+	e->assigned_at = now;
 	slot->appends_since_prune++;
 	slot->assigned_xacts++;
 	return true;
@@ -539,12 +808,12 @@ append_entry(StreamSlot *slot, TransactionId xid, int64 lo)
  *		the slot's lock is released.
  */
 static void
-report_list_full(Oid relid)
+report_list_full(StreamRef *ref)
 {
 	ereport(ERROR,
 			(errcode(ERRCODE_CONFIGURATION_LIMIT_EXCEEDED),
 			 errmsg("too many transactions are committing on stream table \"%s\"",
-					get_rel_name(relid)),
+					get_rel_name(ref->relid)),
 			 errhint("Increase \"stream_seq.max_tracked_xacts\" and restart the server.")));
 }
 
@@ -559,10 +828,11 @@ report_list_full(Oid relid)
  *		could end (both happen under ProcArrayLock), so reading after the
  *		entry was marked committed sees it.
  */
-static TransactionId
+static FullTransactionId
 oldest_snapshot_xmin(void)
 {
-	TransactionId result = ReadNextTransactionId();
+	FullTransactionId next = ReadNextFullTransactionId();
+	TransactionId result = XidFromFullTransactionId(next);
 	uint32		i;
 
 	LWLockAcquire(ProcArrayLock, LW_SHARED);
@@ -577,89 +847,95 @@ oldest_snapshot_xmin(void)
 			result = xmin;
 	}
 	LWLockRelease(ProcArrayLock);
-	return result;
+	if (!TransactionIdIsNormal(result))
+		return next;
+	return full_xid(next, result);
 }
 
 /*
  * maybe_prune
- *		Prune before an append when the list has grown.  The horizon of
- *		removable xids is computed before taking the slot's lock, so that no
- *		ProcArray scan happens under it; a stale value is merely cautious.
+ *		Prune before an append when the list has grown, or when its oldest
+ *		entry is old.  The horizon of removable xids is computed before
+ *		taking the slot's lock, so that no ProcArray scan happens under it;
+ *		a stale value is merely cautious.
  */
 static void
-maybe_prune(StreamRef *ref)
+maybe_prune(StreamRef *ref, FullTransactionId next)
 {
-	StreamSlot *slot = stream_slot_get(ref->slotno);
-	TransactionId oldest_xmin;
+	StreamSlot *slot = get_slot(ref->slotno);
+	FullTransactionId oldest_xmin;
 	XLogRecPtr	flushed;
+	bool		old;
 
 	/* unlocked peek; a wrong guess only delays or hastens pruning */
-	if (slot->nentries < shared->capacity &&
+	old = slot->nentries > 0 &&
+		U64FromFullTransactionId(slot->entries[0].xid) + PRUNE_AGE_XIDS <
+		U64FromFullTransactionId(next);
+	if (!old && slot->nentries < shared->capacity &&
 		(slot->nentries < PRUNE_MIN_ENTRIES ||
 		 slot->appends_since_prune < PRUNE_MIN_APPENDS))
 		return;
 
 	oldest_xmin = oldest_snapshot_xmin();
 	flushed = GetFlushRecPtr(NULL);
-	slot = stream_slot_lock(ref, LW_EXCLUSIVE);
-	stream_prune(slot, oldest_xmin, flushed);
+	slot = lock_slot_or_error(ref, LW_EXCLUSIVE);
+	prune_slot(slot, oldest_xmin, flushed);
 	LWLockRelease(slot->lock);
 }
 
 /*
  * stream_reserve
  *		Reserve up to "count" consecutive numbers for the current
- *		transaction; returns how many were reserved (at least one) and the
- *		first in *lo.  Fewer than asked are returned at the end of a
- *		recorded block; the caller asks again.  The first reservation of a
- *		transaction ("have_entry" false) appends its entry in the same lock
- *		acquisition that advances the counter (invariant 3).
+ *		transaction: *reserved gets how many (at least one) and *lo the
+ *		first.  Fewer than asked are reserved at the end of a recorded
+ *		block.  The first reservation of a transaction ("have_entry" false)
+ *		appends its entry in the same lock acquisition that advances the
+ *		counter (invariant 3).  A counter not yet started, or at the end of
+ *		its recorded block, is reported to the caller (counter.c), which
+ *		does the catalog work and asks again.
  */
-int64
-stream_reserve(StreamRef *ref, int64 count, bool have_entry, int64 *lo)
+StreamReserveResult
+stream_reserve(StreamRef *ref, int64 count, bool have_entry, int64 *lo,
+			   int64 *reserved)
 {
-	TransactionId xid = GetTopTransactionId();
+	FullTransactionId xid = GetTopFullTransactionId();
+	FullTransactionId next_xid = ReadNextFullTransactionId();
+	XLogRecPtr	flushed = GetFlushRecPtr(NULL);
+	TimestampTz now = GetCurrentTimestamp();
+	StreamSlot *slot;
+	StreamEntry *e;
+	int64		n;
 
 	Assert(count > 0);
 
 	if (!have_entry)
-		maybe_prune(ref);
+		maybe_prune(ref, next_xid);
 
-	for (;;)
+	slot = lock_slot_or_error(ref, LW_EXCLUSIVE);
+	if (!slot->started)
 	{
-		StreamSlot *slot = stream_slot_lock(ref, LW_EXCLUSIVE);
-		int64		n;
-
-		if (!slot->initialized)
-		{
-			LWLockRelease(slot->lock);
-			stream_initialize_counter(ref);
-			continue;
-		}
-		if (slot->next >= slot->block_end)
-		{
-			LWLockRelease(slot->lock);
-			stream_refill_block(ref);
-			continue;
-		}
-
-		if (!have_entry && !append_entry(slot, xid, slot->next))
-		{
-			LWLockRelease(slot->lock);
-			report_list_full(ref->relid);
-		}
-		n = Min(count, slot->block_end - slot->next);
-		*lo = slot->next;
-		slot->next += n;
-		{
-			StreamEntry *e = entry_of(slot, xid);
-
-			if (e != NULL)
-				e->hi = slot->next;
-		}
 		LWLockRelease(slot->lock);
-		return n;
+		return RESERVE_NEEDS_START;
 	}
+	if (slot->next >= slot->block_end)
+	{
+		LWLockRelease(slot->lock);
+		return RESERVE_NEEDS_BLOCK;
+	}
+	if (!have_entry && !append_entry(slot, xid, slot->next, flushed, now))
+	{
+		LWLockRelease(slot->lock);
+		report_list_full(ref);
+	}
+	n = Min(count, slot->block_end - slot->next);
+	*lo = slot->next;
+	slot->next += n;
+	e = entry_of(slot, xid);
+	if (e != NULL)
+		e->hi = slot->next;
+	LWLockRelease(slot->lock);
+	*reserved = n;
+	return RESERVE_DONE;
 }
 
 /*
@@ -671,13 +947,15 @@ stream_reserve(StreamRef *ref, int64 count, bool have_entry, int64 *lo)
 void
 stream_add_entry(StreamRef *ref, int64 lo)
 {
-	TransactionId xid = GetTopTransactionId();
-	StreamSlot *slot = stream_slot_lock(ref, LW_EXCLUSIVE);
-	bool		ok = append_entry(slot, xid, lo);
+	FullTransactionId xid = GetTopFullTransactionId();
+	XLogRecPtr	flushed = GetFlushRecPtr(NULL);
+	TimestampTz now = GetCurrentTimestamp();
+	StreamSlot *slot = lock_slot_or_error(ref, LW_EXCLUSIVE);
+	bool		ok = append_entry(slot, xid, lo, flushed, now);
 
 	LWLockRelease(slot->lock);
 	if (!ok)
-		report_list_full(ref->relid);
+		report_list_full(ref);
 }
 
 /*
@@ -691,8 +969,8 @@ stream_add_entry(StreamRef *ref, int64 lo)
 void
 stream_shrink(StreamRef *ref, int64 unused_from, int64 unused_to)
 {
-	TransactionId xid = GetTopTransactionId();
-	StreamSlot *slot = stream_slot_lock(ref, LW_EXCLUSIVE);
+	FullTransactionId xid = GetTopFullTransactionId();
+	StreamSlot *slot = lock_slot_or_error(ref, LW_EXCLUSIVE);
 
 	if (slot->next == unused_to)
 	{
@@ -709,20 +987,21 @@ stream_shrink(StreamRef *ref, int64 unused_from, int64 unused_to)
 
 /*
  * stream_finish_entry
- *		Record the outcome of transaction "xid" on a stream and wake the
- *		waiters.  Runs in commit and abort callbacks: must not fail, hence
- *		no allocation and no catalog access.
+ *		Record the outcome of the current transaction on a stream and wake
+ *		the waiters.  Runs in commit and abort callbacks: must not
+ *		fail, hence no allocation and no catalog access.
  */
 void
-stream_finish_entry(int slotno, uint32 generation, TransactionId xid,
-					bool committed, XLogRecPtr commit_end)
+stream_finish_entry(int slotno, uint32 generation, bool committed,
+					XLogRecPtr commit_end)
 {
+	FullTransactionId xid = GetTopFullTransactionIdIfAny();
 	StreamSlot *slot;
 	StreamEntry *e;
 
-	if (shared == NULL)
+	if (shared == NULL || !FullTransactionIdIsValid(xid))
 		return;
-	slot = stream_slot_get(slotno);
+	slot = get_slot(slotno);
 	LWLockAcquire(slot->lock, LW_EXCLUSIVE);
 	if (slot->in_use && slot->generation == generation &&
 		(e = entry_of(slot, xid)) != NULL)
@@ -732,4 +1011,332 @@ stream_finish_entry(int slotno, uint32 generation, TransactionId xid,
 	}
 	LWLockRelease(slot->lock);
 	ConditionVariableBroadcast(&slot->advanced);
+}
+
+/*
+ * xid_in_progress_for
+ *		Whether top-level transaction "xid" is in progress for "snapshot",
+ *		given the full forms of the snapshot's xmin and xmax.  This is
+ *		XidInMVCCSnapshot for a top-level xid in a snapshot not taken
+ *		during recovery, without its 32-bit comparisons (the xid may be
+ *		older than 2^31 transactions) and without pg_subtrans: a running
+ *		top-level xid is always in xip, which never overflows.
+ */
+static bool
+xid_in_progress_for(FullTransactionId xid, Snapshot snapshot,
+					FullTransactionId xmin, FullTransactionId xmax)
+{
+	TransactionId xid32 = XidFromFullTransactionId(xid);
+	uint32		i;
+
+	if (FullTransactionIdPrecedes(xid, xmin))
+		return false;
+	if (FullTransactionIdFollowsOrEquals(xid, xmax))
+		return true;
+	for (i = 0; i < snapshot->xcnt; i++)
+	{
+		if (TransactionIdEquals(snapshot->xip[i], xid32))
+			return true;
+	}
+	return false;
+}
+
+/*
+ * evicted_find
+ *		Index of the first evicted entry whose xid does not precede "xid".
+ */
+static int
+evicted_find(EvictedXact *evicted, int n, FullTransactionId xid)
+{
+	int			low = 0;
+	int			high = n;
+
+	while (low < high)
+	{
+		int			mid = low + (high - low) / 2;
+
+		if (FullTransactionIdPrecedes(evicted[mid].xid, xid))
+			low = mid + 1;
+		else
+			high = mid;
+	}
+	return low;
+}
+
+/*
+ * evicted_horizon
+ *		The lowest "lo" over evicted entries in progress for the snapshot,
+ *		or PG_INT64_MAX.  Evicted entries are committed top-level
+ *		transactions, so this is xid_in_progress_for each, done with the
+ *		store's xid order: those at or above the snapshot's xmax, and those
+ *		in its xip.  A fresh snapshot finds none.
+ */
+static int64
+evicted_horizon(StreamSlot *slot, Snapshot snapshot, FullTransactionId next,
+				FullTransactionId xmax)
+{
+	EvictedXact *evicted = evicted_of(slot);
+	int			n = slot->nevicted;
+	int64		result = PG_INT64_MAX;
+	uint32		i;
+	int			j;
+
+	for (j = evicted_find(evicted, n, xmax); j < n; j++)
+		result = Min(result, evicted[j].lo);
+	for (i = 0; i < snapshot->xcnt; i++)
+	{
+		FullTransactionId xid = full_xid(next, snapshot->xip[i]);
+		int			pos = evicted_find(evicted, n, xid);
+
+		if (pos < n && FullTransactionIdEquals(evicted[pos].xid, xid))
+			result = Min(result, evicted[pos].lo);
+	}
+	return result;
+}
+
+/*
+ * floor_in_progress
+ *		Whether the snapshot might see a transaction folded into the floor
+ *		as in progress.  Those are committed top-level transactions with
+ *		xids between floor_min_xid and floor_xid; one is in progress for the
+ *		snapshot only if it is at or above its xmax, or in its xip.  An xip
+ *		entry that is still running cannot be one of them, which keeps an
+ *		open transaction (on another table, say) from holding readers back.
+ */
+static bool
+floor_in_progress(StreamSlot *slot, Snapshot snapshot, FullTransactionId next,
+				  FullTransactionId xmax)
+{
+	uint32		i;
+
+	if (!FullTransactionIdPrecedes(slot->floor_xid, xmax))
+		return true;
+	for (i = 0; i < snapshot->xcnt; i++)
+	{
+		FullTransactionId xid = full_xid(next, snapshot->xip[i]);
+
+		if (FullTransactionIdPrecedes(xid, slot->floor_min_xid) ||
+			FullTransactionIdFollows(xid, slot->floor_xid))
+			continue;
+		if (!TransactionIdIsInProgress(snapshot->xip[i]))
+			return true;
+	}
+	return false;
+}
+
+/*
+ * horizon_locked
+ *		The horizon of a started slot for "snapshot"; see
+ *		stream_slot_horizon.  Caller holds the slot's lock.
+ */
+static void
+horizon_locked(StreamSlot *slot, Snapshot snapshot, FullTransactionId next,
+			   int64 *result, int64 *visible_result)
+{
+	FullTransactionId xmin = full_xid(next, snapshot->xmin);
+	FullTransactionId xmax = full_xid(next, snapshot->xmax);
+	FullTransactionId self = GetTopFullTransactionIdIfAny();
+	XLogRecPtr	flushed = InvalidXLogRecPtr;
+	int64		horizon = slot->next;
+	int64		durable_horizon = slot->next;
+	int			i;
+
+	/*
+	 * "horizon" is held back by visibility, "durable_horizon" by unflushed
+	 * commits as well; the result is the lower.
+	 */
+	for (i = 0; i < slot->nentries; i++)
+	{
+		StreamEntry *e = &slot->entries[i];
+
+		if (e->state == ENTRY_ABORTED || e->lo >= durable_horizon)
+			continue;
+		if (FullTransactionIdEquals(e->xid, self))
+			continue;
+		if (e->state == ENTRY_ASSIGNED ||
+			xid_in_progress_for(e->xid, snapshot, xmin, xmax))
+		{
+			horizon = Min(horizon, e->lo);
+			durable_horizon = e->lo;
+			continue;
+		}
+		if (flushed == InvalidXLogRecPtr)
+			flushed = GetFlushRecPtr(NULL);
+		if (e->commit_end > flushed)
+			durable_horizon = e->lo;
+	}
+	if (slot->nevicted > 0)
+	{
+		int64		lo = evicted_horizon(slot, snapshot, next, xmax);
+
+		horizon = Min(horizon, lo);
+		durable_horizon = Min(durable_horizon, lo);
+	}
+	if (slot->floor_active && slot->floor_lo < durable_horizon)
+	{
+		if (floor_in_progress(slot, snapshot, next, xmax))
+		{
+			horizon = Min(horizon, slot->floor_lo);
+			durable_horizon = slot->floor_lo;
+		}
+		else
+		{
+			if (flushed == InvalidXLogRecPtr)
+				flushed = GetFlushRecPtr(NULL);
+			if (slot->floor_lsn > flushed)
+				durable_horizon = slot->floor_lo;
+		}
+	}
+	*result = durable_horizon;
+	*visible_result = horizon;
+}
+
+/*
+ * stream_slot_horizon
+ *		The horizon of the stream for "snapshot", computed afresh; false if
+ *		the counter is not started (counter.c starts it).
+ *
+ *		An entry holds the horizon back at its "lo" when its transaction
+ *		is in progress for the snapshot (so its rows are invisible in it),
+ *		or finished but its outcome is not yet recorded, or committed but
+ *		its commit record is not yet flushed (a crash could take it back).
+ *		The caller's own entries are skipped: its rows are visible to it.
+ *		*visible_horizon gets the horizon by visibility alone; where it is
+ *		higher, commit records not yet flushed hold the result back (no
+ *		commit will signal when that changes, so a waiter has to look again
+ *		soon).  The snapshot must not have been taken during recovery.
+ */
+bool
+stream_slot_horizon(StreamRef *ref, Snapshot snapshot, int64 *horizon,
+					int64 *visible_horizon)
+{
+	FullTransactionId next = ReadNextFullTransactionId();
+	StreamSlot *slot;
+
+	Assert(!snapshot->takenDuringRecovery);
+	slot = lock_slot_or_error(ref, LW_SHARED);
+	if (!slot->started)
+	{
+		LWLockRelease(slot->lock);
+		return false;
+	}
+	horizon_locked(slot, snapshot, next, horizon, visible_horizon);
+	LWLockRelease(slot->lock);
+	return true;
+}
+
+/*
+ * stream_slot_status
+ *		The state of a stream for the streams view, with its horizon for
+ *		"snapshot"; false if the counter is not started.
+ */
+bool
+stream_slot_status(StreamRef *ref, Snapshot snapshot, StreamStatus *status)
+{
+	FullTransactionId next = ReadNextFullTransactionId();
+	StreamSlot *slot;
+	int			oldest = -1;
+	int			i;
+
+	slot = lock_slot_or_error(ref, LW_SHARED);
+	if (!slot->started)
+	{
+		LWLockRelease(slot->lock);
+		return false;
+	}
+	horizon_locked(slot, snapshot, next, &status->horizon,
+				   &status->visible_horizon);
+	status->next = slot->next;
+	status->committing = 0;
+	for (i = 0; i < slot->nentries; i++)
+	{
+		if (slot->entries[i].state != ENTRY_ASSIGNED)
+			continue;
+		status->committing++;
+		if (oldest < 0)
+			oldest = i;
+	}
+	status->oldest_pid = 0;
+	status->oldest_xid = InvalidTransactionId;
+	status->oldest_since = 0;
+	if (oldest >= 0)
+	{
+		StreamEntry *e = &slot->entries[oldest];
+
+		status->oldest_pid = e->pid;
+		status->oldest_xid = XidFromFullTransactionId(e->xid);
+		status->oldest_since = e->assigned_at;
+	}
+	status->tracked = slot->nentries;
+	status->evictions = slot->evictions;
+	status->assigned_xacts = slot->assigned_xacts;
+	LWLockRelease(slot->lock);
+	return true;
+}
+
+/*
+ * stream_slot_holders
+ *		Every tracked transaction of every stream of this database that
+ *		holds its stream's horizon back for new snapshots: still
+ *		committing, or committed with its commit record not yet flushed.
+ *		Returns how many, in a palloc'd array.  Copied one slot at a time
+ *		into a buffer sized before the slot's lock is taken.
+ */
+int
+stream_slot_holders(StreamHolder **holders)
+{
+	XLogRecPtr	flushed = GetFlushRecPtr(NULL);
+	int			allocated = 16;
+	int			n = 0;
+	int			slotno;
+
+	*holders = palloc(sizeof(StreamHolder) * allocated);
+	for (slotno = 0; slotno < shared->nslots; slotno++)
+	{
+		StreamSlot *slot = get_slot(slotno);
+		int			i;
+
+		/* room for a full list before the lock, as nothing may allocate under it */
+		if (allocated - n < shared->capacity)
+		{
+			allocated = n + shared->capacity;
+			*holders = repalloc(*holders, sizeof(StreamHolder) * allocated);
+		}
+		LWLockAcquire(slot->lock, LW_SHARED);
+		if (!slot->in_use || slot->dboid != MyDatabaseId)
+		{
+			LWLockRelease(slot->lock);
+			continue;
+		}
+		for (i = 0; i < slot->nentries; i++)
+		{
+			StreamEntry *e = &slot->entries[i];
+			StreamHolder *h;
+
+			if (e->state == ENTRY_ABORTED ||
+				(e->state == ENTRY_COMMITTED && e->commit_end <= flushed))
+				continue;
+			h = &(*holders)[n++];
+			h->relid = slot->relid;
+			h->pid = e->pid;
+			h->xid = XidFromFullTransactionId(e->xid);
+			h->first_number = e->lo;
+			h->numbers = e->hi - e->lo;
+			h->committed = e->state == ENTRY_COMMITTED;
+			h->since = e->assigned_at;
+		}
+		LWLockRelease(slot->lock);
+	}
+	return n;
+}
+
+/*
+ * stream_slot_advanced_cv
+ *		The condition variable broadcast when a transaction finishes on the
+ *		stream, for wait().
+ */
+ConditionVariable *
+stream_slot_advanced_cv(StreamRef *ref)
+{
+	return &get_slot(ref->slotno)->advanced;
 }

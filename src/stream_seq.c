@@ -56,11 +56,27 @@ startup_shmem(void)
 }
 
 /*
+ * stream_check_preloaded
+ *		Raise the documented error when the library is not preloaded; every
+ *		entry point that needs shared memory calls this first.
+ */
+void
+stream_check_preloaded(void)
+{
+	if (!stream_shmem_ready())
+		ereport(ERROR,
+				(errcode(ERRCODE_OBJECT_NOT_IN_PREREQUISITE_STATE),
+				 errmsg("stream_seq must be loaded via \"shared_preload_libraries\""),
+				 errhint("Add stream_seq to the \"shared_preload_libraries\" setting and restart the server.")));
+}
+
+/*
  * _PG_init
  *		Define the settings; when preloaded, also those that size shared
- *		memory, and hook its set-up.  Callbacks and the backend cache are
- *		set up in every case: they do nothing until a stream is used, which
- *		needs the shared state.
+ *		memory, and hook its set-up.  The transaction callbacks are
+ *		registered in every case: they do nothing until a stream is used,
+ *		which needs the shared state.  The backend's stream cache is made
+ *		on first use (catalog.c).
  */
 void
 _PG_init(void)
@@ -79,7 +95,6 @@ _PG_init(void)
 							 false,
 							 PGC_USERSET, 0,
 							 NULL, NULL, NULL);
-	stream_catalog_init();
 	stream_assign_init();
 
 	/*

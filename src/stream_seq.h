@@ -6,9 +6,11 @@
  * A stream is an ordinary table with one bigint column whose values are
  * assigned by the extension when the inserting transaction commits.  Shared
  * memory holds, per stream, the next number and the list of transactions
- * that hold numbers ("entries"); the horizon of a snapshot is computed from
- * that list.  See README.md and the comments in shmem.c for the argument
- * why the horizon never lets a reader skip a row.
+ * that hold numbers; the horizon of a snapshot is computed from that list.
+ * The layout of that shared state is private to shmem.c, its only writer;
+ * the other files go through the functions declared here.  See README.md
+ * and the comments at the top of shmem.c for the argument why the horizon
+ * never lets a reader skip a row, and for the lock order.
  *
  *-------------------------------------------------------------------------
  */
@@ -18,8 +20,6 @@
 #include "access/transam.h"
 #include "access/xlogdefs.h"
 #include "storage/condition_variable.h"
-#include "storage/lwlock.h"
-#include "utils/relcache.h"
 #include "utils/snapshot.h"
 #include "utils/timestamp.h"
 
@@ -28,79 +28,6 @@ extern int	stream_seq_max_streams;
 extern int	stream_seq_max_tracked_xacts;
 extern int	stream_seq_head_interval;
 extern bool stream_seq_notify;
-
-/* State of one tracked transaction. */
-typedef enum StreamEntryState
-{
-	ENTRY_ASSIGNED = 0,			/* holds numbers, outcome not yet recorded */
-	ENTRY_COMMITTED,			/* committed; commit_end says where in WAL */
-	ENTRY_ABORTED				/* aborted; holds nothing back */
-} StreamEntryState;
-
-/*
- * One transaction that took numbers from a stream.  Its numbers all lie in
- * [lo, hi); lo is what holds the horizon back.
- */
-typedef struct StreamEntry
-{
-	TransactionId xid;			/* top-level xid of the transaction */
-	int			pid;			/* backend that assigned the numbers */
-	uint8		state;			/* StreamEntryState */
-	int64		lo;
-	int64		hi;
-	XLogRecPtr	commit_end;		/* end of the commit record, when committed */
-	TimestampTz assigned_at;
-} StreamEntry;
-
-/*
- * A committed transaction moved out of a full list; see shmem.c.
- */
-typedef struct EvictedXact
-{
-	TransactionId xid;
-	int64		lo;
-} EvictedXact;
-
-/*
- * Shared state of one stream.  Protected by "lock", except the identity
- * fields, which are changed only under the global lock and re-checked under
- * "lock" by readers (see stream_slot_acquire).
- */
-typedef struct StreamSlot
-{
-	Oid			dboid;
-	Oid			relid;
-	bool		in_use;
-	uint32		generation;		/* bumped whenever the slot changes owner */
-	LWLock	   *lock;
-
-	bool		initialized;	/* next/block_end are valid */
-	int64		next;			/* next number to hand out */
-	int64		block_end;		/* numbers below this are recorded durably */
-
-	/*
-	 * Committed entries that neither the list nor the evicted store could
-	 * keep are summarized by a conservative floor: for any snapshot that
-	 * might see one of them as in progress, or while one of their commit
-	 * records is not yet flushed, the horizon stays at or below floor_lo.
-	 */
-	bool		floor_active;
-	int64		floor_lo;
-	TransactionId floor_min_xid;	/* oldest xid folded in */
-	TransactionId floor_xid;	/* newest xid folded in */
-	XLogRecPtr	floor_lsn;		/* latest commit end folded in */
-
-	int			nevicted;		/* entries in the evicted store */
-
-	uint64		evictions;		/* statistics */
-	uint64		assigned_xacts;
-	uint32		appends_since_prune;
-	int			nentries;		/* entries[0 .. nentries-1], assignment order */
-
-	ConditionVariable advanced; /* broadcast when a commit may move horizon */
-
-	StreamEntry entries[FLEXIBLE_ARRAY_MEMBER];
-} StreamSlot;
 
 /*
  * A backend's handle on a stream: what the catalog says about it and which
@@ -114,55 +41,145 @@ typedef struct StreamRef
 	AttrNumber	seq_attnum;
 	Oid			head_seq;		/* sequence that records the head */
 	int64		head_interval;	/* its increment: numbers per recorded block */
-	Oid			owner;			/* table owner, for internal queries */
+	Oid			owner;			/* table owner */
 	int			slotno;
 	uint32		generation;
 } StreamRef;
 
-/* shmem.c */
+/* What stream_reserve needs before it can hand out numbers. */
+typedef enum StreamReserveResult
+{
+	RESERVE_DONE,				/* numbers reserved */
+	RESERVE_NEEDS_START,		/* counter not started since server start */
+	RESERVE_NEEDS_BLOCK			/* recorded block used up */
+} StreamReserveResult;
+
+/* Identity of a slot in use, for reclaiming slots left behind. */
+typedef struct StreamSlotIdent
+{
+	int			slotno;
+	uint32		generation;
+	Oid			dboid;
+	Oid			relid;
+	FullTransactionId attached_by;	/* transaction that took the slot */
+} StreamSlotIdent;
+
+/* A snapshot of one stream's shared state, for the streams view. */
+typedef struct StreamStatus
+{
+	int64		next;			/* next number to hand out */
+	int64		horizon;		/* for the snapshot, durable */
+	int64		visible_horizon;	/* for the snapshot, by visibility */
+	int			committing;		/* transactions holding numbers */
+	int			oldest_pid;		/* the oldest of them, if any */
+	TransactionId oldest_xid;
+	TimestampTz oldest_since;
+	int			tracked;		/* entries in the list */
+	uint64		evictions;
+	uint64		assigned_xacts;
+} StreamStatus;
+
+/* A transaction that holds a stream's horizon back, for the holders view. */
+typedef struct StreamHolder
+{
+	Oid			relid;
+	int			pid;
+	TransactionId xid;
+	int64		first_number;
+	int64		numbers;
+	bool		committed;		/* committed, commit record not flushed */
+	TimestampTz since;
+} StreamHolder;
+
+/* stream_seq.c */
+extern void stream_check_preloaded(void);
+
+/* shmem.c: the only writer of the shared slots */
 extern void stream_shmem_request(void);
 extern void stream_shmem_startup(void);
 extern bool stream_shmem_ready(void);
-extern void stream_check_preloaded(void);
-extern StreamSlot *stream_slot_get(int slotno);
-extern EvictedXact *stream_slot_evicted(StreamSlot *slot);
-extern StreamSlot *stream_slot_lock(StreamRef *ref, LWLockMode mode);
-extern void stream_slot_attach(StreamRef *ref);
+extern bool stream_slot_attach(StreamRef *ref);
+extern int	stream_slot_list(StreamSlotIdent *idents, int max);
+extern bool stream_slot_free(int slotno, uint32 generation);
 extern void stream_slot_release(Oid dboid, Oid relid);
-extern int64 stream_reserve(StreamRef *ref, int64 count, bool have_entry,
-							int64 *lo);
-extern void stream_shrink(StreamRef *ref, int64 unused_from, int64 unused_to);
+extern void stream_slot_restart(StreamRef *ref);
+extern bool stream_counter_start(StreamRef *ref, int64 start);
+extern bool stream_counter_read(StreamRef *ref, int64 *next,
+								int64 *block_end);
+extern void stream_counter_extend(StreamRef *ref, int64 block_start,
+								  int64 block_end);
+extern StreamReserveResult stream_reserve(StreamRef *ref, int64 count,
+										  bool have_entry, int64 *lo,
+										  int64 *reserved);
 extern void stream_add_entry(StreamRef *ref, int64 lo);
+extern void stream_shrink(StreamRef *ref, int64 unused_from, int64 unused_to);
 extern void stream_finish_entry(int slotno, uint32 generation,
-								TransactionId xid, bool committed,
-								XLogRecPtr commit_end);
-extern void stream_prune(StreamSlot *slot, TransactionId oldest_xmin,
-						 XLogRecPtr flushed);
+								bool committed, XLogRecPtr commit_end);
+extern bool stream_slot_horizon(StreamRef *ref, Snapshot snapshot,
+								int64 *horizon, int64 *visible_horizon);
+extern bool stream_slot_status(StreamRef *ref, Snapshot snapshot,
+							   StreamStatus *status);
+extern int	stream_slot_holders(StreamHolder **holders);
+extern ConditionVariable *stream_slot_advanced_cv(StreamRef *ref);
 
 /* catalog.c */
 extern StreamRef *stream_lookup(Oid relid, bool missing_ok);
-extern Oid	stream_catalog_relid(void);
-extern int64 stream_initialize_counter(StreamRef *ref);
-extern StreamSlot *stream_slot_lock_started(StreamRef *ref, LWLockMode mode);
-extern void stream_refill_block(StreamRef *ref);
-extern void stream_catalog_init(void);
-extern void stream_catalog_insert(Oid relid, Name column, Oid head_seq);
+extern Oid	stream_catalog_relid(bool missing_ok);
+extern Oid	stream_catalog_owner(void);
+extern bool stream_catalog_has(Oid relid);
+extern void stream_catalog_insert(Oid relid, const char *column, Oid head_seq);
 extern void stream_catalog_delete(Oid relid);
 extern void stream_catalog_record_start(Oid relid, int64 first);
+extern int64 stream_catalog_first(Oid relid);
 extern uint64 stream_catalog_exec(const char *sql, int nargs, Oid *argtypes,
 								  Datum *values, int64 *row, int ncols,
 								  bool *found);
+extern uint64 stream_catalog_exec_latest(const char *sql, int nargs,
+										 Oid *argtypes, Datum *values,
+										 int64 *row, int ncols, bool *found);
+extern char *stream_catalog_text(const char *sql, int nargs, Oid *argtypes,
+								 Datum *values);
+extern uint64 stream_caller_exec(const char *sql, int nargs, Oid *argtypes,
+								 Datum *values);
+extern void stream_run_as(Oid role, int *save_nestlevel, Oid *save_userid,
+						  int *save_sec_context);
+extern void stream_run_as_end(int save_nestlevel, Oid save_userid,
+							  int save_sec_context);
+
+/* counter.c: the durable head */
+extern int64 stream_start_counter(StreamRef *ref);
+extern int64 stream_take_numbers(StreamRef *ref, int64 count, bool have_entry,
+								 int64 *lo);
+extern int64 stream_recorded_end(Oid head_seq, int64 interval);
+extern Oid	stream_create_head_sequence(Oid relid, const char *column,
+										int64 start, int64 interval);
 
 /* horizon.c */
 extern int64 stream_compute_horizon(StreamRef *ref, Snapshot snapshot,
 									int64 *visible_horizon);
 extern int64 stream_statement_horizon(StreamRef *ref);
+extern Snapshot stream_statement_snapshot(void);
 extern void stream_check_select(Oid relid);
-extern void stream_horizon_reset_cache(void);
+extern void stream_horizon_forget(void);
 
 /* assign.c */
 extern void stream_assign_init(void);
-extern bool stream_xact_computed_horizon;
+extern void stream_note_horizon_computed(void);
 extern void stream_release_at_commit(Oid relid);
+extern void stream_xact_has_entry(StreamRef *ref);
+
+/* consumer.c */
+extern bool stream_slowest_consumer(Oid relid, char **consumer,
+									int64 *position);
+
+/* lifecycle.c */
+extern Oid	stream_unique_index(Oid relid, AttrNumber attnum);
+extern void stream_protect_index(Oid relid, AttrNumber attnum);
+extern void stream_retire(StreamRef *ref);
+
+/* ddl.c */
+extern Oid	stream_namespace(bool missing_ok);
+extern bool stream_is_own_trigger_function(Oid funcid, const char **name);
+extern bool stream_table_has_triggers(Oid relid);
 
 #endif							/* STREAM_SEQ_H */

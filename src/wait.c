@@ -14,7 +14,10 @@
  */
 #include "postgres.h"
 
+#include <limits.h>
+
 #include "access/xact.h"
+#include "common/int.h"
 #include "fmgr.h"
 #include "miscadmin.h"
 #include "pgstat.h"
@@ -30,22 +33,36 @@ PG_FUNCTION_INFO_V1(stream_seq_wait);
 #define FLUSH_RECHECK_MS 5
 
 /*
- * interval_to_ms
- *		Length of a timeout interval in milliseconds; negative is an error.
+ * deadline_after
+ *		The time "timeout" from now, or DT_NOEND for a timeout too long to
+ *		represent (the wait then ends only by its condition or a cancel).
+ *		A negative timeout is an error.
  */
-static int64
-interval_to_ms(Interval *timeout)
+static TimestampTz
+deadline_after(Interval *timeout)
 {
-	int64		ms;
+	TimestampTz now = GetCurrentTimestamp();
+	int64		days;
+	int64		usecs;
+	int64		deadline;
 
-	ms = timeout->time / 1000 +
-		((int64) timeout->day * SECS_PER_DAY +
-		 (int64) timeout->month * DAYS_PER_MONTH * SECS_PER_DAY) * 1000;
-	if (ms < 0)
+	if (pg_mul_s64_overflow((int64) timeout->month, DAYS_PER_MONTH, &days) ||
+		pg_add_s64_overflow(days, (int64) timeout->day, &days) ||
+		pg_mul_s64_overflow(days, USECS_PER_DAY, &usecs) ||
+		pg_add_s64_overflow(usecs, timeout->time, &usecs))
+	{
+		if (timeout->month < 0 || timeout->day < 0 || timeout->time < 0)
+			usecs = -1;
+		else
+			return DT_NOEND;
+	}
+	if (usecs < 0)
 		ereport(ERROR,
 				(errcode(ERRCODE_INVALID_PARAMETER_VALUE),
 				 errmsg("timeout must not be negative")));
-	return ms;
+	if (pg_add_s64_overflow(now, usecs, &deadline) || deadline >= DT_NOEND)
+		return DT_NOEND;
+	return deadline;
 }
 
 /*
@@ -59,13 +76,21 @@ interval_to_ms(Interval *timeout)
 Datum
 stream_seq_wait(PG_FUNCTION_ARGS)
 {
-	Oid			relid = PG_GETARG_OID(0);
-	int64		after = PG_GETARG_INT64(1);
-	int64		timeout_ms = interval_to_ms(PG_GETARG_INTERVAL_P(2));
-	StreamRef  *ref = stream_lookup(relid, false);
+	Oid			relid;
+	int64		after;
 	TimestampTz deadline;
-	StreamSlot *slot;
+	StreamRef  *ref;
+	ConditionVariable *cv;
 	int64		horizon;
+
+	if (PG_ARGISNULL(0) || PG_ARGISNULL(1) || PG_ARGISNULL(2))
+		ereport(ERROR,
+				(errcode(ERRCODE_NULL_VALUE_NOT_ALLOWED),
+				 errmsg("stream table, position and timeout must not be null")));
+	relid = PG_GETARG_OID(0);
+	after = PG_GETARG_INT64(1);
+	deadline = deadline_after(PG_GETARG_INTERVAL_P(2));
+	ref = stream_lookup(relid, false);
 
 	stream_check_select(relid);
 	if (IsolationUsesXactSnapshot())
@@ -74,18 +99,18 @@ stream_seq_wait(PG_FUNCTION_ARGS)
 				 errmsg("stream_seq.wait() cannot be used in a REPEATABLE READ or SERIALIZABLE transaction"),
 				 errdetail("The transaction's snapshot would not see the rows it waits for.")));
 
-	deadline = TimestampTzPlusMilliseconds(GetCurrentTimestamp(), timeout_ms);
-	slot = stream_slot_get(ref->slotno);
+	cv = stream_slot_advanced_cv(ref);
 	for (;;)
 	{
 		int64		visible_horizon;
 		long		sleep_ms;
 		TimestampTz now;
 
-		ConditionVariablePrepareToSleep(&slot->advanced);
+		ConditionVariablePrepareToSleep(cv);
 		horizon = stream_compute_horizon(ref, GetLatestSnapshot(),
 										 &visible_horizon);
-		if (horizon > after + 1)
+		/* the row after "after" is readable: horizon > after + 1 */
+		if (horizon - 1 > after)
 			break;
 
 		now = GetCurrentTimestamp();
@@ -95,17 +120,21 @@ stream_seq_wait(PG_FUNCTION_ARGS)
 							  (int64) INT_MAX);
 		if (visible_horizon > horizon)	/* waiting for a WAL flush */
 			sleep_ms = Min(sleep_ms, FLUSH_RECHECK_MS);
-		(void) ConditionVariableTimedSleep(&slot->advanced, Max(sleep_ms, 1),
+		(void) ConditionVariableTimedSleep(cv, Max(sleep_ms, 1),
 										   PG_WAIT_EXTENSION);
 
 		/*
 		 * The wake-up may come from disable() or DROP TABLE: take in their
-		 * invalidations and look the stream up again (stream_slot_lock
-		 * raises an error if its slot changed owner before they arrive).
+		 * invalidations and look the stream up again (the slot's owner is
+		 * checked when it is locked, and a changed owner is an error).
 		 */
 		AcceptInvalidationMessages();
 		ref = stream_lookup(relid, false);
-		slot = stream_slot_get(ref->slotno);
+		if (stream_slot_advanced_cv(ref) != cv)
+		{
+			ConditionVariableCancelSleep();
+			cv = stream_slot_advanced_cv(ref);
+		}
 	}
 	ConditionVariableCancelSleep();
 	PG_RETURN_INT64(horizon);

@@ -109,9 +109,12 @@ INSERT INTO stream_seq.stream VALUES ('owned_by_admin', 'seq', 'ev_sequence');
 \echo :LAST_ERROR_SQLSTATE
 DELETE FROM stream_seq.stream;
 \echo :LAST_ERROR_SQLSTATE
-SELECT stream_seq._register('owned_by_admin', 'seq', 'ev_sequence', 1);
+SELECT * FROM stream_seq.retired;
 \echo :LAST_ERROR_SQLSTATE
-SELECT stream_seq._unregister('ev');
+-- nor calls the event trigger functions or names a head sequence by hand
+SELECT stream_seq._on_sql_drop();
+\echo :LAST_ERROR_SQLSTATE
+SELECT setval(head_seq, 1) FROM stream_seq.stream WHERE relid = 'ev'::regclass;
 \echo :LAST_ERROR_SQLSTATE
 RESET ROLE;
 SELECT count(*) FROM stream_seq.stream WHERE relid = 'owned_by_admin'::regclass;
@@ -127,6 +130,65 @@ SELECT stream_seq.disable('owned_by_other');
 DROP TABLE owned_by_other;
 RESET ROLE;
 
+-- NULL arguments are an error, never a silent no-op
+SELECT stream_seq.enable(NULL);
+\echo :LAST_ERROR_SQLSTATE
+SELECT stream_seq.enable('ev', NULL);
+\echo :LAST_ERROR_SQLSTATE
+SELECT stream_seq.disable(NULL);
+\echo :LAST_ERROR_SQLSTATE
+
+-- inside REPEATABLE READ or SERIALIZABLE the rows committed after the
+-- snapshot would stay unnumbered: refused, and nothing changes
+CREATE TABLE ev_rr (payload text);
+BEGIN ISOLATION LEVEL REPEATABLE READ;
+SELECT stream_seq.enable('ev_rr');
+\echo :LAST_ERROR_SQLSTATE
+ROLLBACK;
+BEGIN ISOLATION LEVEL SERIALIZABLE;
+SELECT stream_seq.enable('ev_rr');
+\echo :LAST_ERROR_SQLSTATE
+ROLLBACK;
+SELECT count(*) FROM stream_seq.stream WHERE relid = 'ev_rr'::regclass;
+
+-- inheritance: a parent with children, and children of a stream, are refused
+CREATE TABLE ev_parent (payload text);
+CREATE TABLE ev_child () INHERITS (ev_parent);
+SELECT stream_seq.enable('ev_parent');
+\echo :LAST_ERROR_SQLSTATE
+DROP TABLE ev_child;
+SELECT stream_seq.enable('ev_parent');
+CREATE TABLE ev_child () INHERITS (ev_parent);
+\echo :LAST_ERROR_SQLSTATE
+CREATE TABLE ev_child (payload text, seq bigint);
+ALTER TABLE ev_child INHERIT ev_parent;
+\echo :LAST_ERROR_SQLSTATE
+SELECT count(*) FROM pg_inherits WHERE inhparent = 'ev_parent'::regclass;
+
+-- a deferrable unique constraint cannot be checked for rows numbered at
+-- commit: refused by enable() and when added later
+CREATE TABLE ev_deferrable (payload text UNIQUE DEFERRABLE);
+SELECT stream_seq.enable('ev_deferrable');
+\echo :LAST_ERROR_SQLSTATE
+ALTER TABLE ev_parent ADD CONSTRAINT ev_parent_payload_key UNIQUE (payload) DEFERRABLE;
+\echo :LAST_ERROR_SQLSTATE
+ALTER TABLE ev_parent ADD CONSTRAINT ev_parent_payload_key UNIQUE (payload);
+INSERT INTO ev_parent VALUES ('still works');
+SELECT payload, seq FROM ev_parent;
+
+-- migrating a bigserial column: numbering starts above the old sequence,
+-- not only above the rows (row 5 was deleted, 5 is never handed out again)
+CREATE TABLE ev_migrated (seq bigserial PRIMARY KEY, payload text);
+INSERT INTO ev_migrated (payload) SELECT 'old ' || g FROM generate_series(1, 5) g;
+DELETE FROM ev_migrated WHERE seq = 5;
+SELECT stream_seq.enable('ev_migrated', 'seq');
+\echo :LAST_ERROR_SQLSTATE
+ALTER TABLE ev_migrated DROP CONSTRAINT ev_migrated_pkey,
+  ALTER COLUMN seq DROP DEFAULT, ALTER COLUMN seq DROP NOT NULL;
+SELECT stream_seq.enable('ev_migrated', 'seq');
+INSERT INTO ev_migrated (payload) VALUES ('new');
+SELECT seq, payload FROM ev_migrated ORDER BY seq;
+
 -- disable keeps the column and data and removes the rest
 INSERT INTO ev VALUES (1, 'one');
 SELECT stream_seq.disable('ev');
@@ -138,17 +200,29 @@ SELECT stream_seq.disable('ev');
 \echo :LAST_ERROR_SQLSTATE
 SELECT stream_seq.horizon('ev');
 \echo :LAST_ERROR_SQLSTATE
--- enable again: existing numbers kept, NULL ones numbered above them
+-- enable again: existing numbers kept, NULL ones numbered above every
+-- number the stream ever handed out (its recorded head), not only above
+-- the rows
 INSERT INTO ev VALUES (3, 'three');
 SELECT stream_seq.enable('ev');
 SELECT id, payload, seq FROM ev ORDER BY id;
+-- disable and enable in one transaction continue above too
+BEGIN;
+SELECT stream_seq.disable('ev');
+SELECT stream_seq.enable('ev');
+COMMIT;
+INSERT INTO ev VALUES (4, 'four');
+SELECT id, payload, seq > 1001 AS above_old_head FROM ev WHERE id = 4;
 
 SELECT stream_seq.disable('legacy');
 SELECT stream_seq.disable('ev_idx');
 SELECT stream_seq.disable('ev');
 SELECT stream_seq.disable('"Other"."Mixed Case"');
+SELECT stream_seq.disable('ev_parent');
+SELECT stream_seq.disable('ev_migrated');
 DROP TABLE ev, ev_int, ev_notnull, ev_serial, ev_ident, legacy, ev_idx,
-  owned_by_admin, ev_unlogged, ev_parted;
+  owned_by_admin, ev_unlogged, ev_parted, ev_rr, ev_parent, ev_child,
+  ev_deferrable, ev_migrated;
 DROP VIEW ev_view;
 DROP MATERIALIZED VIEW ev_mat;
 DROP SEQUENCE ev_sequence;

@@ -39,10 +39,21 @@ DROP INDEX lc_seq_idx;
 \echo :LAST_ERROR_SQLSTATE
 DROP TRIGGER stream_seq_guard ON lc;
 \echo :LAST_ERROR_SQLSTATE
-DROP SEQUENCE lc_seq_stream_head;
+-- the head sequence records every number handed out: it lives in the
+-- extension's schema, no column owns it, and nothing may set it back
+SELECT head_seq FROM stream_seq.stream WHERE relid = 'lc'::regclass;
+DROP SEQUENCE stream_seq.lc_seq_head;
 \echo :LAST_ERROR_SQLSTATE
-ALTER SEQUENCE lc_seq_stream_head OWNED BY NONE;
+ALTER SEQUENCE stream_seq.lc_seq_head OWNED BY lc.id;
 \echo :LAST_ERROR_SQLSTATE
+ALTER SEQUENCE stream_seq.lc_seq_head RESTART;
+\echo :LAST_ERROR_SQLSTATE
+-- the stream's triggers keep their names
+ALTER TRIGGER stream_seq_guard ON lc RENAME TO renamed_guard;
+\echo :LAST_ERROR_SQLSTATE
+ALTER TRIGGER stream_seq_assign ON lc RENAME TO renamed_assign;
+\echo :LAST_ERROR_SQLSTATE
+SELECT tgname FROM pg_trigger WHERE tgrelid = 'lc'::regclass ORDER BY tgname;
 SELECT relpersistence, (SELECT count(*) FROM pg_trigger WHERE tgrelid = 'lc'::regclass AND tgenabled = 'O') AS triggers
   FROM pg_class WHERE oid = 'lc'::regclass;
 INSERT INTO lc (payload) VALUES ('still numbered');
@@ -55,7 +66,9 @@ CREATE INDEX ON lc (payload);
 -- the stream starts, and consumers behind it are told
 SELECT stream_seq.create_consumer('lc', 'slow');
 SELECT stream_seq.head('lc');
+SELECT last_value AS head_before FROM stream_seq.lc_seq_head \gset
 TRUNCATE lc RESTART IDENTITY;
+SELECT last_value = :head_before AS head_sequence_kept FROM stream_seq.lc_seq_head;
 SELECT stream_seq.first('lc');
 INSERT INTO lc (payload) VALUES ('after truncate');
 SELECT payload, seq FROM lc;
@@ -80,6 +93,10 @@ SELECT * FROM stream_seq.read('lc', 'slow');
 SELECT stream_seq.trim('no_such', 1);
 SELECT stream_seq.trim('pg_class', 1);
 \echo :LAST_ERROR_SQLSTATE
+SELECT stream_seq.trim('lc', NULL);
+\echo :LAST_ERROR_SQLSTATE
+SELECT stream_seq.trim('lc', 1, NULL);
+\echo :LAST_ERROR_SQLSTATE
 CREATE ROLE lc_reader;
 GRANT USAGE ON SCHEMA stream_seq TO lc_reader;
 GRANT SELECT ON lc TO lc_reader;
@@ -100,8 +117,6 @@ SELECT count(*) FROM stream_seq.consumer;
 DROP TABLE lc;
 SELECT count(*) AS streams FROM stream_seq.stream;
 SELECT count(*) AS consumers FROM stream_seq.consumer;
-SELECT stream_seq._forget_dropped('pg_class'::regclass);
-\echo :LAST_ERROR_SQLSTATE
 
 -- the extension cannot be dropped from under a stream without CASCADE
 CREATE TABLE keep (payload text);

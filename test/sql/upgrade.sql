@@ -1,5 +1,6 @@
 -- The upgrade path: streams made under 0.1.0 keep working after
--- ALTER EXTENSION stream_seq UPDATE, and gain what 0.2.0 adds.
+-- ALTER EXTENSION stream_seq UPDATE, and gain what 0.2.0 and 0.3.0 add;
+-- the updated extension has exactly the objects a fresh install has.
 SET client_min_messages = warning;
 DROP EXTENSION IF EXISTS stream_seq CASCADE;
 CREATE EXTENSION stream_seq VERSION '0.1.0';
@@ -10,26 +11,71 @@ SELECT stream_seq.enable('up');
 INSERT INTO up VALUES ('under 0.1.0'), ('also 0.1.0');
 SELECT stream_seq.create_consumer('up', 'c');
 SELECT stream_seq.advance('up', 'c', 1);
+SELECT head_seq FROM stream_seq.stream;
+
+ALTER EXTENSION stream_seq UPDATE TO '0.2.0';
+-- a stream made under 0.2.0, with a block of numbers in use
+CREATE TABLE up2 (payload text);
+SELECT stream_seq.enable('up2');
+INSERT INTO up2 VALUES ('under 0.2.0');
+SELECT last_value AS old_head FROM up2_seq_stream_head \gset
 
 ALTER EXTENSION stream_seq UPDATE;
 SELECT extversion FROM pg_extension WHERE extname = 'stream_seq';
 
--- the stream, its numbers and its consumer survive
-INSERT INTO up VALUES ('under 0.2.0');
+-- the streams, their numbers and their consumer survive
+INSERT INTO up VALUES ('under 0.3.0');
 SELECT seq, payload FROM up ORDER BY seq;
 SELECT stream_seq.horizon('up'), stream_seq.position('up', 'c');
 SELECT seq, "row"->>'payload' AS payload FROM stream_seq.read('up', 'c');
--- the TRUNCATE trigger was added to it
+-- each moved to a head sequence of its own in the extension's schema, not
+-- a member of the extension, recording at least what the old one did;
+-- the old sequences are gone
+SELECT relid, head_seq FROM stream_seq.stream ORDER BY relid::text;
+SELECT count(*) AS members FROM pg_depend
+ WHERE refclassid = 'pg_extension'::regclass AND deptype = 'e'
+   AND objid IN (SELECT head_seq FROM stream_seq.stream);
+SELECT last_value >= :old_head + 1000 AS head_kept FROM stream_seq.up2_seq_head;
+SELECT count(*) FROM pg_class WHERE relname LIKE 'up%stream_head';
+INSERT INTO up2 VALUES ('under 0.3.0');
+SELECT seq > 1, payload FROM up2 ORDER BY seq;
+-- the TRUNCATE trigger was added to the 0.1.0 stream
 SELECT tgname FROM pg_trigger WHERE tgrelid = 'up'::regclass ORDER BY tgname;
--- and the DDL guards apply to it
+-- the DDL guards apply to them, and their unique index is protected
 ALTER TABLE up ALTER COLUMN seq SET NOT NULL;
 \echo :LAST_ERROR_SQLSTATE
--- a stream made under 0.2.0 gets all three triggers from enable()
-CREATE TABLE up2 (payload text);
-SELECT stream_seq.enable('up2');
-SELECT tgname FROM pg_trigger WHERE tgrelid = 'up2'::regclass ORDER BY tgname;
-SELECT stream_seq.disable('up2');
-SELECT tgname FROM pg_trigger WHERE tgrelid = 'up2'::regclass;
+DROP INDEX up_seq_idx;
+\echo :LAST_ERROR_SQLSTATE
+
+-- the same functions, with the same properties, as a fresh install
+CREATE TEMP TABLE updated AS
+SELECT p.oid::regprocedure::text AS function, p.proisstrict, p.provolatile,
+       p.prosecdef, l.lanname, pg_catalog.obj_description(p.oid, 'pg_proc') AS comment,
+       p.proacl::text AS acl
+  FROM pg_proc p JOIN pg_language l ON l.oid = p.prolang
+ WHERE p.pronamespace = 'stream_seq'::regnamespace;
+CREATE TEMP TABLE updated_views AS
+SELECT c.relname, c.reloptions::text, pg_get_viewdef(c.oid) AS def
+  FROM pg_class c WHERE c.relnamespace = 'stream_seq'::regnamespace AND c.relkind = 'v';
 
 SELECT stream_seq.disable('up');
+SELECT stream_seq.disable('up2');
 DROP TABLE up, up2;
+DROP EXTENSION stream_seq;
+CREATE EXTENSION stream_seq;
+SELECT coalesce(u.function, f.function) AS differing_function
+  FROM updated u FULL JOIN (
+       SELECT p.oid::regprocedure::text AS function, p.proisstrict, p.provolatile,
+              p.prosecdef, l.lanname, pg_catalog.obj_description(p.oid, 'pg_proc') AS comment,
+              p.proacl::text AS acl
+         FROM pg_proc p JOIN pg_language l ON l.oid = p.prolang
+        WHERE p.pronamespace = 'stream_seq'::regnamespace) f USING (function)
+ WHERE u IS DISTINCT FROM f AND (u.function IS NULL OR f.function IS NULL
+       OR (u.proisstrict, u.provolatile, u.prosecdef, u.lanname, u.comment, u.acl)
+          IS DISTINCT FROM (f.proisstrict, f.provolatile, f.prosecdef, f.lanname, f.comment, f.acl));
+SELECT count(*) AS differing_views
+  FROM updated_views u FULL JOIN (
+       SELECT c.relname, c.reloptions::text, pg_get_viewdef(c.oid) AS def
+         FROM pg_class c WHERE c.relnamespace = 'stream_seq'::regnamespace AND c.relkind = 'v') f
+       USING (relname)
+ WHERE (u.reloptions, u.def) IS DISTINCT FROM (f.reloptions, f.def);

@@ -411,7 +411,7 @@ SELECT stream_seq.enable('h');
 INSERT INTO h (phase) SELECT 1 FROM generate_series(1, 30);
 INSERT INTO h (phase) SELECT 1 FROM generate_series(1, 7);
 });
-my $head_seq = 'h_seq_stream_head';
+my ($head_seq) = row(q{SELECT head_seq FROM stream_seq.stream WHERE relid = 'h'::regclass});
 
 # An undamaged head is not reported after a clean restart.
 my $offset = -s $node->logfile;
@@ -483,7 +483,8 @@ SELECT stream_seq.create_consumer('he', 'c', start_after => 25);
 });
 my ($he_first) = row("SELECT stream_seq.horizon('he')");
 $node->safe_psql('postgres', "SELECT stream_seq.trim('he', $he_first)");
-$node->safe_psql('postgres', "SELECT setval('he_seq_stream_head', 1)");
+my ($he_head_seq) = row(q{SELECT head_seq FROM stream_seq.stream WHERE relid = 'he'::regclass});
+$node->safe_psql('postgres', "SELECT setval('$he_head_seq', 1)");
 $offset = -s $node->logfile;
 $node->restart;
 write_ok("INSERT INTO he (phase) SELECT 2 FROM generate_series(1, 5)",

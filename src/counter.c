@@ -1,0 +1,294 @@
+/*-------------------------------------------------------------------------
+ *
+ * counter.c
+ *	  The durable head of a stream: starting its counter after a server
+ *	  start, refilling blocks of numbers from its head sequence, and
+ *	  creating that sequence.
+ *
+ * The head of a stream is recorded in a sequence of its own in the
+ * extension's schema (created by enable(), owned by the extension's owner,
+ * not owned by any column), whose increment is the number of stream
+ * numbers recorded at a time.  A backend hands out numbers only below the
+ * end of a block it obtained from that sequence (invariant 2 of shmem.c),
+ * so the recorded head is WAL-logged, survives crashes, follows the
+ * primary onto streaming standbys and is restored by pg_dump, all by
+ * PostgreSQL's own machinery, and is written once per block, not per
+ * number.  Since no column owns it, TRUNCATE ... RESTART IDENTITY leaves it
+ * alone, and only its owner (a superuser) could set it back.  After a
+ * restart the counter starts at the table's maximum + 1; the first
+ * reservation then jumps to a fresh block above everything the sequence
+ * ever recorded, which covers numbers whose rows were deleted.
+ *
+ * shmem.c owns the counter; this file does the catalog and sequence work
+ * that it asks for (RESERVE_NEEDS_START, RESERVE_NEEDS_BLOCK) and hands the
+ * result back through stream_counter_start and stream_counter_extend.
+ *
+ *-------------------------------------------------------------------------
+ */
+#include "postgres.h"
+
+#include "access/xlog.h"
+#include "catalog/dependency.h"
+#include "catalog/namespace.h"
+#include "catalog/pg_extension.h"
+#include "catalog/pg_type.h"
+#include "commands/extension.h"
+#include "commands/sequence.h"
+#include "executor/spi.h"
+#include "miscadmin.h"
+#include "storage/lmgr.h"
+#include "utils/builtins.h"
+#include "utils/fmgrprotos.h"
+#include "utils/lsyscache.h"
+#include "utils/snapmgr.h"
+
+#include "stream_seq.h"
+
+/*
+ * How many blocks a crash can leave the head sequence ahead of the numbers
+ * handed out: the block in use plus the 32 values (SEQ_LOG_VALS in
+ * sequence.c) that PostgreSQL WAL-logs ahead for every sequence.
+ */
+#define HEAD_MARGIN_BLOCKS 33
+
+/*
+ * stream_recorded_end
+ *		The end of the numbers a head sequence records as handed out: every
+ *		number handed out is below it.
+ */
+int64
+stream_recorded_end(Oid head_seq, int64 interval)
+{
+	char	   *query;
+	int64		end;
+	bool		found;
+
+	query = psprintf("SELECT CASE WHEN is_called THEN last_value + %lld ELSE last_value END "
+					 "FROM %s",
+					 (long long) interval,
+					 quote_qualified_identifier(get_namespace_name(get_rel_namespace(head_seq)),
+												get_rel_name(head_seq)));
+	stream_catalog_exec_latest(query, 0, NULL, NULL, &end, 1, &found);
+	if (!found)
+		elog(ERROR, "could not read head sequence %u", head_seq);
+	pfree(query);
+	return end;
+}
+
+/*
+ * table_max_number
+ *		The highest number in the stream table (PG_INT64_MIN if none), read
+ *		with the latest snapshot through the unique index, as the
+ *		extension's owner so that row-level security cannot hide a row.
+ */
+static int64
+table_max_number(StreamRef *ref)
+{
+	char	   *relname = get_rel_name(ref->relid);
+	char	   *column = get_attname(ref->relid, ref->seq_attnum, true);
+	char	   *query;
+	int64		max_number;
+	bool		found;
+
+	if (relname == NULL || column == NULL)
+		ereport(ERROR,
+				(errcode(ERRCODE_OBJECT_NOT_IN_PREREQUISITE_STATE),
+				 errmsg("stream table with OID %u was disabled or dropped while in use",
+						ref->relid)));
+	query = psprintf("SELECT pg_catalog.max(%s) FROM ONLY %s",
+					 quote_identifier(column),
+					 quote_qualified_identifier(get_namespace_name(get_rel_namespace(ref->relid)),
+												relname));
+	stream_catalog_exec_latest(query, 0, NULL, NULL, &max_number, 1, &found);
+	pfree(query);
+	return found ? max_number : PG_INT64_MIN;
+}
+
+/*
+ * stream_start_counter
+ *		Start the counter of a stream after a server start (or enable()):
+ *		next = the table's maximum + 1 (or the point the stream was trimmed
+ *		or truncated to, if higher), with no recorded block yet, so the
+ *		first reservation fetches a block from the head sequence and jumps
+ *		above every number recorded before.  Until then, horizons are
+ *		computed from the table's maximum, which is safe because no number
+ *		has been handed out since the start.  Returns the counter's value.
+ *
+ *		The recorded head is verified against the table.  One behind the
+ *		table is reported here and moved forward by the first refill.  One
+ *		ahead of the table by more than a crash can explain is reported
+ *		too, in the server log only, and kept: rows above the table's
+ *		maximum may have been deleted, transactions that failed after taking
+ *		numbers leave them unused, and moving the head back could hand
+ *		numbers out again.
+ *
+ *		During recovery the value is only computed, not kept: a standby
+ *		replays new rows and a new head without this backend knowing, so a
+ *		counter set now would be stale after promotion.
+ */
+int64
+stream_start_counter(StreamRef *ref)
+{
+	int64		max_number = table_max_number(ref);
+	int64		recorded_end = stream_recorded_end(ref->head_seq,
+												   ref->head_interval);
+	int64		first = stream_catalog_first(ref->relid);
+	int64		start;
+	int64		block_end;
+
+	/* numbers below the trim point were handed out, even if none remain */
+	start = (max_number == PG_INT64_MIN) ? 1 : max_number + 1;
+	start = Max(start, first);
+
+	if (recorded_end < start)
+		ereport(WARNING,
+				(errcode(ERRCODE_DATA_CORRUPTED),
+				 errmsg("recorded head of stream table \"%s\" is behind its rows",
+						get_rel_name(ref->relid)),
+				 errdetail("Head sequence \"%s\" records numbers below " INT64_FORMAT " but numbers below " INT64_FORMAT " were handed out.",
+						   get_rel_name(ref->head_seq), recorded_end, start),
+				 errhint("The head is rebuilt from the table before the next number is handed out.")));
+	else if (recorded_end > start + HEAD_MARGIN_BLOCKS * ref->head_interval)
+		ereport(LOG,
+				(errcode(ERRCODE_DATA_CORRUPTED),
+				 errmsg("recorded head of stream table \"%s\" is ahead of its rows",
+						get_rel_name(ref->relid)),
+				 errdetail("Head sequence \"%s\" records numbers below " INT64_FORMAT ", more than %d blocks of " INT64_FORMAT " above the stream's rows, which end below " INT64_FORMAT ".",
+						   get_rel_name(ref->head_seq), recorded_end,
+						   HEAD_MARGIN_BLOCKS, ref->head_interval, start),
+				 errhint("New numbers continue above the recorded head: rows above the table's highest number may have been deleted, and their numbers are never handed out again.")));
+
+	if (RecoveryInProgress())
+		return start;
+	if (!stream_counter_start(ref, start) ||
+		!stream_counter_read(ref, &start, &block_end))
+		elog(ERROR, "could not start the counter of stream table \"%s\"",
+			 get_rel_name(ref->relid));
+	return start;
+}
+
+/*
+ * refill_block
+ *		Record a new block of numbers in the head sequence and make it
+ *		available.  Refills of one stream are serialized by a lock on the
+ *		sequence that conflicts only with itself, so blocks are installed in
+ *		the order the sequence handed them out.  A sequence found behind the
+ *		counter (set back by its owner) is moved forward first; it never
+ *		moves back.
+ */
+static void
+refill_block(StreamRef *ref)
+{
+	int64		next;
+	int64		block_end;
+	int64		block;
+	bool		started;
+
+	LockRelationOid(ref->head_seq, ShareUpdateExclusiveLock);
+
+	started = stream_counter_read(ref, &next, &block_end);
+	if (!started || next < block_end)
+	{
+		/* another backend refilled while we waited, or a restart is due */
+		UnlockRelationOid(ref->head_seq, ShareUpdateExclusiveLock);
+		return;
+	}
+
+	block = nextval_internal(ref->head_seq, false);
+	if (block + ref->head_interval <= next)
+	{
+		int			save_nestlevel;
+		Oid			save_userid;
+		int			save_sec_context;
+
+		ereport(LOG,
+				(errmsg("moving recorded head of stream table \"%s\" forward to " INT64_FORMAT,
+						get_rel_name(ref->relid), next),
+				 errdetail("Head sequence \"%s\" gave block " INT64_FORMAT ", below numbers already in use.",
+						   get_rel_name(ref->head_seq), block)));
+		stream_run_as(stream_catalog_owner(), &save_nestlevel, &save_userid,
+					  &save_sec_context);
+		DirectFunctionCall3(setval3_oid, ObjectIdGetDatum(ref->head_seq),
+							Int64GetDatum(next), BoolGetDatum(false));
+		stream_run_as_end(save_nestlevel, save_userid, save_sec_context);
+		block = nextval_internal(ref->head_seq, false);
+	}
+	stream_counter_extend(ref, block, block + ref->head_interval);
+
+	UnlockRelationOid(ref->head_seq, ShareUpdateExclusiveLock);
+}
+
+/*
+ * stream_take_numbers
+ *		Reserve up to "count" consecutive numbers for the current
+ *		transaction (see stream_reserve), starting the counter or refilling
+ *		its block as shmem.c asks.  Returns how many; the first is in *lo.
+ */
+int64
+stream_take_numbers(StreamRef *ref, int64 count, bool have_entry, int64 *lo)
+{
+	for (;;)
+	{
+		int64		reserved;
+
+		switch (stream_reserve(ref, count, have_entry, lo, &reserved))
+		{
+			case RESERVE_DONE:
+				return reserved;
+			case RESERVE_NEEDS_START:
+				(void) stream_start_counter(ref);
+				break;
+			case RESERVE_NEEDS_BLOCK:
+				refill_block(ref);
+				break;
+		}
+	}
+}
+
+/*
+ * stream_create_head_sequence
+ *		Create the head sequence of a new stream in the extension's schema,
+ *		owned by the extension's owner, recording numbers below "start" as
+ *		handed out.  Its name says which table and column it serves; a
+ *		suffix keeps it unique.
+ */
+Oid
+stream_create_head_sequence(Oid relid, const char *column, int64 start,
+							int64 interval)
+{
+	Oid			nsp = stream_namespace(false);
+	char	   *base;
+	char	   *name;
+	int			suffix = 0;
+	char	   *query;
+	Oid			seqid;
+
+	base = psprintf("%.30s_%.20s_head", get_rel_name(relid), column);
+	name = pstrdup(base);
+	while (OidIsValid(get_relname_relid(name, nsp)))
+		name = psprintf("%s%d", base, ++suffix);
+
+	query = psprintf("CREATE SEQUENCE stream_seq.%s INCREMENT BY %lld "
+					 "MINVALUE %lld START WITH %lld NO CYCLE",
+					 quote_identifier(name), (long long) interval,
+					 (long long) Min(start, 1), (long long) start);
+	stream_catalog_exec(query, 0, NULL, NULL, NULL, 0, NULL);
+	seqid = get_relname_relid(name, nsp);
+
+	/*
+	 * Made while ALTER EXTENSION UPDATE runs, it would become a member of
+	 * the extension, which pg_dump skips and only DROP EXTENSION drops: it
+	 * belongs to the stream, like those enable() makes.
+	 */
+	if (creating_extension)
+		deleteDependencyRecordsForClass(RelationRelationId, seqid,
+										ExtensionRelationId,
+										DEPENDENCY_EXTENSION);
+	query = psprintf("COMMENT ON SEQUENCE stream_seq.%s IS %s",
+					 quote_identifier(name),
+					 quote_literal_cstr(psprintf("records the head of stream table %s (stream_seq)",
+												 quote_qualified_identifier(get_namespace_name(get_rel_namespace(relid)),
+																			get_rel_name(relid)))));
+	stream_catalog_exec(query, 0, NULL, NULL, NULL, 0, NULL);
+	return seqid;
+}

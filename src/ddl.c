@@ -1,0 +1,686 @@
+/*-------------------------------------------------------------------------
+ *
+ * ddl.c
+ *	  The extension's event triggers: what keeps a stream consistent while
+ *	  its table is altered or dropped, and refuses DDL that would break it.
+ *
+ * Event triggers run for every DDL command of every role in every database
+ * that has the extension, as the role that issued the command.  So they
+ * are C functions that need no privilege on the extension's schema, and
+ * that decide from the command's own objects, through syscache and
+ * relcache lookups that PostgreSQL makes anyway, whether a stream is
+ * involved at all: a table is a stream only if it has a trigger running
+ * one of the extension's trigger functions; a dropped stream table drops
+ * triggers named stream_seq_*; a head sequence lives in the extension's
+ * schema.  Only then is the extension's catalog read (and locked).
+ *
+ *-------------------------------------------------------------------------
+ */
+#include "postgres.h"
+
+#include "access/genam.h"
+#include "access/htup_details.h"
+#include "access/relation.h"
+#include "access/table.h"
+#include "access/xact.h"
+#include "catalog/indexing.h"
+#include "catalog/namespace.h"
+#include "catalog/pg_class.h"
+#include "catalog/pg_inherits.h"
+#include "catalog/pg_proc.h"
+#include "catalog/pg_trigger.h"
+#include "catalog/pg_type.h"
+#include "commands/event_trigger.h"
+#include "commands/extension.h"
+#include "commands/trigger.h"
+#include "executor/executor.h"
+#include "fmgr.h"
+#include "funcapi.h"
+#include "miscadmin.h"
+#include "utils/array.h"
+#include "utils/builtins.h"
+#include "utils/fmgroids.h"
+#include "utils/inval.h"
+#include "utils/lsyscache.h"
+#include "utils/rel.h"
+#include "utils/syscache.h"
+
+#include "stream_seq.h"
+
+PG_FUNCTION_INFO_V1(stream_seq_on_sql_drop);
+PG_FUNCTION_INFO_V1(stream_seq_on_ddl_end);
+
+/* Names enable() gives the triggers, and their functions. */
+static const char *const trigger_names[] = {
+	"stream_seq_guard", "stream_seq_assign", "stream_seq_truncate"
+};
+static const char *const trigger_functions[] = {
+	"guard_trigger", "assign_trigger", "truncate_trigger"
+};
+
+#define NUM_STREAM_TRIGGERS 3
+
+/*
+ * stream_namespace
+ *		OID of the extension's schema (InvalidOid if missing and
+ *		"missing_ok").  A syscache lookup: no privilege on it is needed.
+ */
+Oid
+stream_namespace(bool missing_ok)
+{
+	return get_namespace_oid("stream_seq", missing_ok);
+}
+
+/*
+ * stream_is_own_trigger_function
+ *		Whether "funcid" is one of the extension's trigger functions; if so
+ *		and "trigger_name" is given, it gets the name enable() gives the
+ *		trigger that runs it.
+ */
+bool
+stream_is_own_trigger_function(Oid funcid, const char **trigger_name)
+{
+	HeapTuple	tuple = SearchSysCache1(PROCOID, ObjectIdGetDatum(funcid));
+	Form_pg_proc proc;
+	bool		result = false;
+	int			i;
+
+	if (!HeapTupleIsValid(tuple))
+		return false;
+	proc = (Form_pg_proc) GETSTRUCT(tuple);
+	if (proc->pronamespace == stream_namespace(true))
+	{
+		for (i = 0; i < NUM_STREAM_TRIGGERS; i++)
+		{
+			if (strcmp(NameStr(proc->proname), trigger_functions[i]) == 0)
+			{
+				result = true;
+				if (trigger_name != NULL)
+					*trigger_name = trigger_names[i];
+				break;
+			}
+		}
+	}
+	ReleaseSysCache(tuple);
+	return result;
+}
+
+/*
+ * stream_table_has_triggers
+ *		Whether the table has a trigger running one of the extension's
+ *		functions, as every stream table does: the cheap first test of
+ *		whether a table is a stream.  A table without triggers costs one
+ *		syscache lookup.
+ */
+bool
+stream_table_has_triggers(Oid relid)
+{
+	HeapTuple	tuple = SearchSysCache1(RELOID, ObjectIdGetDatum(relid));
+	bool		has_triggers;
+	Relation	rel;
+	bool		result = false;
+	int			i;
+
+	if (!HeapTupleIsValid(tuple))
+		return false;
+	has_triggers = ((Form_pg_class) GETSTRUCT(tuple))->relhastriggers &&
+		((Form_pg_class) GETSTRUCT(tuple))->relkind == RELKIND_RELATION;
+	ReleaseSysCache(tuple);
+	if (!has_triggers)
+		return false;
+
+	rel = try_relation_open(relid, AccessShareLock);
+	if (rel == NULL)
+		return false;
+	if (rel->trigdesc != NULL)
+	{
+		for (i = 0; i < rel->trigdesc->numtriggers && !result; i++)
+			result = stream_is_own_trigger_function(rel->trigdesc->triggers[i].tgfoid,
+													NULL);
+	}
+	relation_close(rel, AccessShareLock);
+	return result;
+}
+
+/*
+ * event_rows
+ *		The rows of pg_event_trigger_dropped_objects() or
+ *		pg_event_trigger_ddl_commands(), called directly (no SQL, no lookup
+ *		of a function by name).
+ */
+static Tuplestorestate *
+event_rows(Oid fnoid, TupleDesc *tupdesc)
+{
+	FmgrInfo	flinfo;
+	LOCAL_FCINFO(fcinfo, 0);
+	ReturnSetInfo rsinfo;
+
+	fmgr_info(fnoid, &flinfo);
+	MemSet(&rsinfo, 0, sizeof(rsinfo));
+	rsinfo.type = T_ReturnSetInfo;
+	rsinfo.econtext = CreateStandaloneExprContext();
+	rsinfo.allowedModes = (int) SFRM_Materialize;
+	rsinfo.returnMode = SFRM_ValuePerCall;
+	InitFunctionCallInfoData(*fcinfo, &flinfo, 0, InvalidOid, NULL,
+							 (Node *) &rsinfo);
+	(void) FunctionCallInvoke(fcinfo);
+	*tupdesc = rsinfo.setDesc;
+	return rsinfo.setResult;
+}
+
+/*
+ * text_attr
+ *		A text column of a row as a C string, or NULL.
+ */
+static char *
+text_attr(TupleTableSlot *slot, int attnum)
+{
+	bool		isnull;
+	Datum		value = slot_getattr(slot, attnum, &isnull);
+
+	return isnull ? NULL : TextDatumGetCString(value);
+}
+
+/*
+ * address_names
+ *		The address_names column of a dropped object: for a trigger,
+ *		{schema, table, trigger}.
+ */
+static List *
+address_names(TupleTableSlot *slot, int attnum)
+{
+	bool		isnull;
+	Datum		value = slot_getattr(slot, attnum, &isnull);
+	Datum	   *elems;
+	bool	   *nulls;
+	int			n;
+	int			i;
+	List	   *result = NIL;
+
+	if (isnull)
+		return NIL;
+	deconstruct_array(DatumGetArrayTypeP(value), TEXTOID, -1, false,
+					  TYPALIGN_INT, &elems, &nulls, &n);
+	for (i = 0; i < n; i++)
+		result = lappend(result, nulls[i] ? NULL : TextDatumGetCString(elems[i]));
+	return result;
+}
+
+/*
+ * is_stream_trigger_name
+ *		Whether a trigger has one of the names enable() gives.
+ */
+static bool
+is_stream_trigger_name(const char *name)
+{
+	int			i;
+
+	for (i = 0; i < NUM_STREAM_TRIGGERS; i++)
+	{
+		if (name != NULL && strcmp(name, trigger_names[i]) == 0)
+			return true;
+	}
+	return false;
+}
+
+/* A dropped table, and a dropped trigger named like ours. */
+typedef struct DroppedTable
+{
+	Oid			relid;
+	char	   *schema;
+	char	   *name;
+} DroppedTable;
+
+typedef struct DroppedTrigger
+{
+	char	   *schema;
+	char	   *table;
+	char	   *name;
+} DroppedTrigger;
+
+/*
+ * head_sequence_of
+ *		The stream whose head sequence is "seqid", or InvalidOid.
+ */
+static Oid
+head_sequence_of(Oid seqid)
+{
+	Oid			argtypes[1] = {OIDOID};
+	Datum		values[1];
+	int64		relid;
+	bool		found;
+
+	values[0] = ObjectIdGetDatum(seqid);
+	stream_catalog_exec_latest("SELECT relid::pg_catalog.oid::pg_catalog.int8 FROM stream_seq.stream "
+							   "WHERE head_seq::pg_catalog.oid = $1",
+							   1, argtypes, values, &relid, 1, &found);
+	return found ? (Oid) relid : InvalidOid;
+}
+
+/*
+ * forget_dropped_stream
+ *		A stream table was dropped: remove its catalog row (and with it its
+ *		consumers) and its head sequence; its shared slot is freed if the
+ *		drop commits.
+ */
+static void
+forget_dropped_stream(Oid relid)
+{
+	Oid			argtypes[1] = {OIDOID};
+	Datum		values[1];
+	int64		head_seq;
+	bool		found;
+
+	values[0] = ObjectIdGetDatum(relid);
+	stream_catalog_exec_latest("SELECT head_seq::pg_catalog.oid::pg_catalog.int8 FROM stream_seq.stream "
+							   "WHERE relid::pg_catalog.oid = $1",
+							   1, argtypes, values, &head_seq, 1, &found);
+	if (!found)
+		return;
+	stream_catalog_delete(relid);
+	CommandCounterIncrement();
+	if (get_rel_name((Oid) head_seq) != NULL)
+		stream_catalog_exec(psprintf("DROP SEQUENCE IF EXISTS %s",
+									 quote_qualified_identifier(get_namespace_name(get_rel_namespace((Oid) head_seq)),
+																get_rel_name((Oid) head_seq))),
+							0, NULL, NULL, NULL, 0, NULL);
+	if (stream_shmem_ready())
+		stream_release_at_commit(relid);
+}
+
+/*
+ * stream_seq_on_sql_drop
+ *		sql_drop event trigger: a dropped stream table leaves the catalog;
+ *		dropping what a live stream needs (its triggers, which its column
+ *		and unique index take with them, or its head sequence) is refused.
+ *		Objects that are not ours cost a scan of the dropped-objects list.
+ */
+Datum
+stream_seq_on_sql_drop(PG_FUNCTION_ARGS)
+{
+	Tuplestorestate *rows;
+	TupleDesc	tupdesc;
+	TupleTableSlot *slot;
+	List	   *tables = NIL;
+	List	   *triggers = NIL;
+	List	   *sequences = NIL;
+	ListCell   *lc;
+	ListCell   *lc2;
+	const char *ours;
+
+	if (!CALLED_AS_EVENT_TRIGGER(fcinfo))
+		ereport(ERROR,
+				(errcode(ERRCODE_E_R_I_E_TRIGGER_PROTOCOL_VIOLATED),
+				 errmsg("stream_seq._on_sql_drop() must be called as an event trigger")));
+	if (creating_extension)
+		PG_RETURN_VOID();
+
+	ours = get_namespace_name(stream_namespace(true));
+	rows = event_rows(F_PG_EVENT_TRIGGER_DROPPED_OBJECTS, &tupdesc);
+	slot = MakeSingleTupleTableSlot(tupdesc, &TTSOpsMinimalTuple);
+	while (tuplestore_gettupleslot(rows, true, false, slot))
+	{
+		bool		isnull;
+		Oid			classid = DatumGetObjectId(slot_getattr(slot, 1, &isnull));
+		Oid			objid = DatumGetObjectId(slot_getattr(slot, 2, &isnull));
+		int32		objsubid = DatumGetInt32(slot_getattr(slot, 3, &isnull));
+		char	   *type = text_attr(slot, 7);
+		char	   *schema = text_attr(slot, 8);
+
+		if (classid == TriggerRelationId)
+		{
+			List	   *names = address_names(slot, 11);
+
+			if (list_length(names) == 3 &&
+				is_stream_trigger_name(list_nth(names, 2)))
+			{
+				DroppedTrigger *t = palloc(sizeof(DroppedTrigger));
+
+				t->schema = list_nth(names, 0);
+				t->table = list_nth(names, 1);
+				t->name = list_nth(names, 2);
+				triggers = lappend(triggers, t);
+			}
+		}
+		else if (classid == RelationRelationId && objsubid == 0 &&
+				 type != NULL && strcmp(type, "table") == 0)
+		{
+			DroppedTable *t = palloc(sizeof(DroppedTable));
+
+			t->relid = objid;
+			t->schema = schema;
+			t->name = text_attr(slot, 9);
+			tables = lappend(tables, t);
+		}
+		else if (classid == RelationRelationId && objsubid == 0 &&
+				 type != NULL && strcmp(type, "sequence") == 0 &&
+				 ours != NULL && schema != NULL && strcmp(schema, ours) == 0)
+			sequences = lappend_oid(sequences, objid);
+	}
+	ExecDropSingleTupleTableSlot(slot);
+
+	/* nothing of a stream was dropped, or the extension itself is going */
+	if ((triggers == NIL && sequences == NIL) ||
+		!OidIsValid(stream_catalog_relid(true)))
+		PG_RETURN_VOID();
+
+	foreach(lc, triggers)
+	{
+		DroppedTrigger *trigger = lfirst(lc);
+		Oid			relid = InvalidOid;
+		bool		table_dropped = false;
+
+		foreach(lc2, tables)
+		{
+			DroppedTable *table = lfirst(lc2);
+
+			if (strcmp(table->schema, trigger->schema) == 0 &&
+				strcmp(table->name, trigger->table) == 0)
+			{
+				relid = table->relid;
+				table_dropped = true;
+				break;
+			}
+		}
+		if (table_dropped)
+		{
+			forget_dropped_stream(relid);
+			continue;
+		}
+		relid = get_relname_relid(trigger->table,
+								  get_namespace_oid(trigger->schema, true));
+		if (OidIsValid(relid) && stream_catalog_has(relid))
+			ereport(ERROR,
+					(errcode(ERRCODE_DEPENDENT_OBJECTS_STILL_EXIST),
+					 errmsg("cannot drop trigger \"%s\" of stream table \"%s\"",
+							trigger->name, get_rel_name(relid)),
+					 errdetail("Its column, its unique index and its triggers are needed to number the table's rows."),
+					 errhint("Use stream_seq.disable() to stop numbering the table.")));
+	}
+
+	foreach(lc, sequences)
+	{
+		Oid			relid = head_sequence_of(lfirst_oid(lc));
+
+		if (OidIsValid(relid))
+			ereport(ERROR,
+					(errcode(ERRCODE_DEPENDENT_OBJECTS_STILL_EXIST),
+					 errmsg("cannot drop the head sequence of stream table \"%s\"",
+							get_rel_name(relid)),
+					 errhint("Use stream_seq.disable() to stop numbering the table.")));
+	}
+	PG_RETURN_VOID();
+}
+
+/*
+ * stream_guard_column
+ *		The stream column's number, from the guard trigger's UPDATE OF
+ *		list: attribute numbers survive a rename, names do not.
+ */
+static AttrNumber
+stream_guard_column(Relation rel)
+{
+	int			i;
+
+	if (rel->trigdesc == NULL)
+		return InvalidAttrNumber;
+	for (i = 0; i < rel->trigdesc->numtriggers; i++)
+	{
+		Trigger    *trigger = &rel->trigdesc->triggers[i];
+		const char *name;
+
+		if (stream_is_own_trigger_function(trigger->tgfoid, &name) &&
+			strcmp(name, "stream_seq_guard") == 0 && trigger->tgnattr == 1)
+			return trigger->tgattr[0];
+	}
+	return InvalidAttrNumber;
+}
+
+/*
+ * check_stream_table
+ *		After DDL on a stream table: follow a renamed column; refuse what
+ *		would break the stream (NOT NULL or a default on the column, an
+ *		unlogged table, disabled triggers, a deferrable unique constraint,
+ *		no unique index on the column).
+ */
+static void
+check_stream_table(Oid relid)
+{
+	Relation	rel = relation_open(relid, AccessShareLock);
+	AttrNumber	attnum = stream_guard_column(rel);
+	char	   *relname = pstrdup(RelationGetRelationName(rel));
+	Form_pg_attribute att;
+	List	   *indexes;
+	ListCell   *lc;
+	int			i;
+
+	if (attnum == InvalidAttrNumber || attnum > RelationGetNumberOfAttributes(rel))
+	{
+		relation_close(rel, AccessShareLock);
+		return;
+	}
+	att = TupleDescAttr(RelationGetDescr(rel), attnum - 1);
+	if (att->atttypid != INT8OID)
+		ereport(ERROR,
+				(errcode(ERRCODE_FEATURE_NOT_SUPPORTED),
+				 errmsg("cannot change the type of column \"%s\" of stream table \"%s\"",
+						NameStr(att->attname), relname),
+				 errhint("Run stream_seq.disable() first.")));
+	if (att->attnotnull || att->atthasdef)
+		ereport(ERROR,
+				(errcode(ERRCODE_INVALID_TABLE_DEFINITION),
+				 errmsg("column \"%s\" of stream table \"%s\" cannot have NOT NULL or a default",
+						NameStr(att->attname), relname),
+				 errdetail("Stream numbers are assigned at commit; rows hold NULL until then.")));
+	if (rel->rd_rel->relpersistence != RELPERSISTENCE_PERMANENT)
+		ereport(ERROR,
+				(errcode(ERRCODE_FEATURE_NOT_SUPPORTED),
+				 errmsg("stream table \"%s\" must stay logged", relname),
+				 errdetail("A crash empties an unlogged table, and numbers must survive crashes.")));
+	for (i = 0; rel->trigdesc != NULL && i < rel->trigdesc->numtriggers; i++)
+	{
+		Trigger    *trigger = &rel->trigdesc->triggers[i];
+
+		if (trigger->tgenabled != TRIGGER_FIRES_ON_ORIGIN &&
+			stream_is_own_trigger_function(trigger->tgfoid, NULL))
+			ereport(ERROR,
+					(errcode(ERRCODE_OBJECT_NOT_IN_PREREQUISITE_STATE),
+					 errmsg("cannot disable the triggers of stream table \"%s\"", relname),
+					 errdetail("Rows inserted without them would never get a number."),
+					 errhint("Run stream_seq.disable() to stop numbering the table.")));
+	}
+	indexes = RelationGetIndexList(rel);
+	foreach(lc, indexes)
+	{
+		HeapTuple	indtuple = SearchSysCache1(INDEXRELID,
+											   ObjectIdGetDatum(lfirst_oid(lc)));
+		bool		deferrable;
+
+		if (!HeapTupleIsValid(indtuple))
+			continue;
+		deferrable = !((Form_pg_index) GETSTRUCT(indtuple))->indimmediate;
+		ReleaseSysCache(indtuple);
+		if (deferrable)
+			ereport(ERROR,
+					(errcode(ERRCODE_FEATURE_NOT_SUPPORTED),
+					 errmsg("stream table \"%s\" cannot have a deferrable unique or exclusion constraint",
+							relname),
+					 errdetail("Such a constraint cannot be checked for the rows stream_seq numbers at commit.")));
+	}
+	if (!OidIsValid(stream_unique_index(relid, attnum)))
+		ereport(ERROR,
+				(errcode(ERRCODE_DEPENDENT_OBJECTS_STILL_EXIST),
+				 errmsg("cannot drop the unique index on column \"%s\" of stream table \"%s\"",
+						NameStr(att->attname), relname),
+				 errdetail("Readers and the restart of the stream's counter use it.")));
+
+	/* follow a renamed column */
+	{
+		Oid			argtypes[2] = {OIDOID, TEXTOID};
+		Datum		values[2];
+
+		values[0] = ObjectIdGetDatum(relid);
+		values[1] = CStringGetTextDatum(NameStr(att->attname));
+		if (stream_catalog_exec("UPDATE stream_seq.stream SET seq_column = $2::pg_catalog.name "
+								"WHERE relid::pg_catalog.oid = $1 "
+								"AND seq_column OPERATOR(pg_catalog.<>) $2::pg_catalog.name",
+								2, argtypes, values, NULL, 0, NULL) > 0)
+			CacheInvalidateRelcacheByRelid(relid);
+	}
+	relation_close(rel, AccessShareLock);
+}
+
+/*
+ * check_inheritance
+ *		Refuse a table that inherits from a stream table (CREATE TABLE ...
+ *		INHERITS, ALTER TABLE ... INHERIT): its rows would have no number,
+ *		or one written by hand, and reading the parent would return them.
+ */
+static void
+check_inheritance(Oid relid)
+{
+	Relation	inherits;
+	SysScanDesc scan;
+	ScanKeyData key;
+	HeapTuple	tuple;
+
+	if (!has_superclass(relid))
+		return;
+	inherits = table_open(InheritsRelationId, AccessShareLock);
+	ScanKeyInit(&key, Anum_pg_inherits_inhrelid, BTEqualStrategyNumber,
+				F_OIDEQ, ObjectIdGetDatum(relid));
+	scan = systable_beginscan(inherits, InheritsRelidSeqnoIndexId, true,
+							  NULL, 1, &key);
+	while (HeapTupleIsValid(tuple = systable_getnext(scan)))
+	{
+		Oid			parent = ((Form_pg_inherits) GETSTRUCT(tuple))->inhparent;
+
+		if (stream_table_has_triggers(parent) && stream_catalog_has(parent))
+			ereport(ERROR,
+					(errcode(ERRCODE_FEATURE_NOT_SUPPORTED),
+					 errmsg("table \"%s\" cannot inherit from stream table \"%s\"",
+							get_rel_name(relid), get_rel_name(parent)),
+					 errdetail("Rows of an inheriting table would have no number, or one written by hand.")));
+	}
+	systable_endscan(scan);
+	table_close(inherits, AccessShareLock);
+}
+
+/*
+ * check_trigger
+ *		After CREATE TRIGGER or ALTER TRIGGER: the triggers of a stream keep
+ *		the names disable() and the sql_drop event trigger know them by;
+ *		a restored assignment trigger gets its dependency on the unique
+ *		index back.
+ */
+static void
+check_trigger(Oid trigid, CommandTag tag)
+{
+	Relation	triggers = table_open(TriggerRelationId, AccessShareLock);
+	SysScanDesc scan;
+	ScanKeyData key;
+	HeapTuple	tuple;
+	Oid			relid = InvalidOid;
+	Oid			funcid = InvalidOid;
+	const char *expected;
+
+	ScanKeyInit(&key, Anum_pg_trigger_oid, BTEqualStrategyNumber, F_OIDEQ,
+				ObjectIdGetDatum(trigid));
+	scan = systable_beginscan(triggers, TriggerOidIndexId, true, NULL, 1, &key);
+	tuple = systable_getnext(scan);
+	if (HeapTupleIsValid(tuple))
+	{
+		relid = ((Form_pg_trigger) GETSTRUCT(tuple))->tgrelid;
+		funcid = ((Form_pg_trigger) GETSTRUCT(tuple))->tgfoid;
+	}
+	systable_endscan(scan);
+	table_close(triggers, AccessShareLock);
+
+	if (!OidIsValid(relid) || !stream_is_own_trigger_function(funcid, &expected) ||
+		!stream_catalog_has(relid))
+		return;
+	if (tag == CMDTAG_ALTER_TRIGGER)
+		ereport(ERROR,
+				(errcode(ERRCODE_OBJECT_NOT_IN_PREREQUISITE_STATE),
+				 errmsg("cannot alter trigger \"%s\" of stream table \"%s\"",
+						expected, get_rel_name(relid)),
+				 errhint("Use stream_seq.disable() to stop numbering the table.")));
+	if (tag == CMDTAG_CREATE_TRIGGER && strcmp(expected, "stream_seq_assign") == 0)
+	{
+		Relation	rel = relation_open(relid, AccessShareLock);
+		AttrNumber	attnum = stream_guard_column(rel);
+
+		relation_close(rel, AccessShareLock);
+		if (attnum != InvalidAttrNumber)
+			stream_protect_index(relid, attnum);
+	}
+}
+
+/*
+ * stream_seq_on_ddl_end
+ *		ddl_command_end event trigger for ALTER TABLE, ALTER SEQUENCE,
+ *		CREATE TABLE, CREATE TRIGGER and ALTER TRIGGER.  For each object the
+ *		command touched: a stream table is checked (check_stream_table); a
+ *		table that now inherits from one is refused; a head sequence may
+ *		not be altered (it must never go back); the stream triggers keep
+ *		their names.
+ */
+Datum
+stream_seq_on_ddl_end(PG_FUNCTION_ARGS)
+{
+	EventTriggerData *trigdata = (EventTriggerData *) fcinfo->context;
+	Tuplestorestate *rows;
+	TupleDesc	tupdesc;
+	TupleTableSlot *slot;
+	Oid			ours;
+
+	if (!CALLED_AS_EVENT_TRIGGER(fcinfo))
+		ereport(ERROR,
+				(errcode(ERRCODE_E_R_I_E_TRIGGER_PROTOCOL_VIOLATED),
+				 errmsg("stream_seq._on_ddl_end() must be called as an event trigger")));
+	if (creating_extension)
+		PG_RETURN_VOID();
+	ours = stream_namespace(true);
+	if (!OidIsValid(ours))
+		PG_RETURN_VOID();
+
+	rows = event_rows(F_PG_EVENT_TRIGGER_DDL_COMMANDS, &tupdesc);
+	slot = MakeSingleTupleTableSlot(tupdesc, &TTSOpsMinimalTuple);
+	while (tuplestore_gettupleslot(rows, true, false, slot))
+	{
+		bool		isnull;
+		Oid			classid = DatumGetObjectId(slot_getattr(slot, 1, &isnull));
+		Oid			objid = DatumGetObjectId(slot_getattr(slot, 2, &isnull));
+
+		if (classid == TriggerRelationId)
+		{
+			check_trigger(objid, trigdata->tag);
+			continue;
+		}
+		if (classid != RelationRelationId)
+			continue;
+
+		switch (get_rel_relkind(objid))
+		{
+			case RELKIND_SEQUENCE:
+				if (get_rel_namespace(objid) == ours &&
+					OidIsValid(stream_catalog_relid(true)) &&
+					OidIsValid(head_sequence_of(objid)))
+					ereport(ERROR,
+							(errcode(ERRCODE_OBJECT_NOT_IN_PREREQUISITE_STATE),
+							 errmsg("cannot alter the head sequence of stream table \"%s\"",
+									get_rel_name(head_sequence_of(objid))),
+							 errdetail("It records every number the stream handed out; it must never go back.")));
+				break;
+			case RELKIND_RELATION:
+				check_inheritance(objid);
+				if (stream_table_has_triggers(objid) && stream_catalog_has(objid))
+					check_stream_table(objid);
+				break;
+			default:
+				break;
+		}
+	}
+	ExecDropSingleTupleTableSlot(slot);
+	PG_RETURN_VOID();
+}
