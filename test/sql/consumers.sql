@@ -107,6 +107,48 @@ RESET ROLE;
 SELECT stream_seq.advance('ev', 'a', 3);
 SELECT stream_seq.drop_consumer('ev', 'a');
 
+-- a call meant to create or change something never silently does nothing:
+-- NULL arguments are errors (head() is NULL on a stream with no number yet)
+CREATE TABLE ev_empty (payload text);
+SELECT stream_seq.enable('ev_empty');
+SELECT stream_seq.head('ev_empty');
+SELECT stream_seq.create_consumer('ev_empty', 'from_head', start_after => stream_seq.head('ev_empty'));
+\echo :LAST_ERROR_SQLSTATE
+SELECT stream_seq.create_consumer('ev_empty', 'from_head',
+                                  start_after => coalesce(stream_seq.head('ev_empty'), 0));
+SELECT stream_seq.position('ev_empty', 'from_head');
+SELECT stream_seq.create_consumer('ev_empty', NULL);
+\echo :LAST_ERROR_SQLSTATE
+SELECT stream_seq.create_consumer(NULL, 'x');
+\echo :LAST_ERROR_SQLSTATE
+SELECT stream_seq.advance('ev_empty', 'from_head', NULL);
+\echo :LAST_ERROR_SQLSTATE
+SELECT stream_seq.advance('ev_empty', NULL, 1);
+\echo :LAST_ERROR_SQLSTATE
+SELECT stream_seq.drop_consumer('ev_empty', NULL);
+\echo :LAST_ERROR_SQLSTATE
+SELECT stream_seq.wait('ev_empty', NULL, '0');
+\echo :LAST_ERROR_SQLSTATE
+SELECT stream_seq.wait('ev_empty', 0, NULL);
+\echo :LAST_ERROR_SQLSTATE
+-- extreme positions and timeouts: nothing overflows
+INSERT INTO ev_empty VALUES ('one');
+SELECT stream_seq.wait('ev_empty', 0, '100000000 years');
+SELECT clock_timestamp() AS before_wait \gset
+SELECT stream_seq.wait('ev_empty', 9223372036854775807, '200 milliseconds');
+SELECT clock_timestamp() - :'before_wait'::timestamptz >= interval '200 milliseconds' AS waited_for_the_timeout;
+SELECT stream_seq.wait('ev_empty', -9223372036854775808, '0');
+SELECT stream_seq.wait('ev_empty', 0, '-1 second');
+\echo :LAST_ERROR_SQLSTATE
+SELECT stream_seq.advance('ev_empty', 'from_head', 9223372036854775807);
+\echo :LAST_ERROR_SQLSTATE
+SELECT stream_seq.create_consumer('ev_empty', 'far', start_after => 9223372036854775807);
+\echo :LAST_ERROR_SQLSTATE
+SELECT stream_seq.create_consumer('ev_empty', 'early', start_after => -9223372036854775808);
+SELECT stream_seq.position('ev_empty', 'early');
+SELECT stream_seq.disable('ev_empty');
+DROP TABLE ev_empty;
+
 -- disable() removes the stream's consumers
 SELECT stream_seq.disable('ev');
 SELECT count(*) FROM stream_seq.consumer;

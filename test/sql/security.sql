@@ -44,6 +44,50 @@ SELECT seq, "row"->>'payload' AS payload FROM stream_seq.read('sec', 'mine');
 RESET search_path;
 RESET ROLE;
 
+
+-- What a role may not read, it does not see: a second stream, readable
+-- only by its owner, with a consumer
+CREATE TABLE sec_private (payload text);
+SELECT stream_seq.enable('sec_private');
+INSERT INTO sec_private VALUES ('secret');
+SELECT stream_seq.create_consumer('sec_private', 'private_consumer');
+GRANT DELETE ON sec_private TO sec_user;
+SET ROLE sec_user;
+SELECT stream FROM stream_seq.streams ORDER BY stream::text;
+SELECT stream, consumer FROM stream_seq.consumers ORDER BY stream::text, consumer;
+SELECT count(*) AS holders FROM stream_seq.holders;
+SELECT * FROM stream_seq._status('sec_private');
+-- a cheap function that prints what it sees runs after the view's own
+-- filter (security_barrier): it never sees the private consumer
+CREATE FUNCTION sec_user_schema.leak(text) RETURNS boolean
+  LANGUAGE plpgsql COST 0.0000001 AS $$
+BEGIN
+  RAISE NOTICE 'leak saw %', $1;
+  RETURN true;
+END $$;
+SELECT stream, consumer FROM stream_seq.consumers WHERE sec_user_schema.leak(consumer);
+-- DELETE on the table is not enough to move where the stream starts: the
+-- internal function that recorded it is gone, and trim() checks every rule
+SELECT stream_seq._record_trim('sec_private', 1000);
+\echo :LAST_ERROR_SQLSTATE
+SELECT stream_seq.trim('sec_private', 2);
+\echo :LAST_ERROR_SQLSTATE
+SELECT stream_seq.trim('sec_private', 1000, force => true);
+\echo :LAST_ERROR_SQLSTATE
+RESET ROLE;
+SELECT stream_seq.first('sec_private'), stream_seq.position('sec_private', 'private_consumer');
+-- the head sequence belongs to the extension: the table's owner cannot set
+-- it back, nor alter it
+ALTER TABLE sec_private OWNER TO sec_user;
+SET ROLE sec_user;
+SELECT setval(head_seq, 1) FROM stream_seq.stream WHERE relid = 'sec_private'::regclass;
+\echo :LAST_ERROR_SQLSTATE
+ALTER SEQUENCE stream_seq.sec_private_seq_head RESTART;
+\echo :LAST_ERROR_SQLSTATE
+RESET ROLE;
+SELECT stream_seq.disable('sec_private');
+DROP TABLE sec_private;
+
 SELECT stream_seq.disable('sec');
 DROP TABLE sec;
 DROP SCHEMA sec_user_schema CASCADE;
