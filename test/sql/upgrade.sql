@@ -12,6 +12,15 @@ INSERT INTO up VALUES ('under 0.1.0'), ('also 0.1.0');
 SELECT stream_seq.create_consumer('up', 'c');
 SELECT stream_seq.advance('up', 'c', 1);
 SELECT head_seq FROM stream_seq.stream;
+-- the old versions' internal registration, still reachable until the
+-- update, accepts only a head sequence owned by the stream column
+CREATE TABLE up_foreign (payload text, seq bigint);
+CREATE SEQUENCE someone_elses;
+SELECT stream_seq._register('up_foreign', 'seq', 'someone_elses', 1);
+\echo :LAST_ERROR_SQLSTATE
+SELECT count(*) FROM stream_seq.stream WHERE relid = 'up_foreign'::regclass;
+DROP TABLE up_foreign;
+DROP SEQUENCE someone_elses;
 
 ALTER EXTENSION stream_seq UPDATE TO '0.2.0';
 -- a stream made under 0.2.0, with a block of numbers in use
