@@ -134,26 +134,8 @@ stream_seq_record_trim(PG_FUNCTION_ARGS)
 {
 	Oid			relid = PG_GETARG_OID(0);
 	int64		before = PG_GETARG_INT64(1);
-	StreamRef  *ref = stream_lookup(relid, false);
-	AclResult	aclresult;
-	char	   *consumer;
-	int64		position;
 
-	aclresult = pg_class_aclcheck(relid, GetUserId(), ACL_DELETE);
-	if (aclresult != ACLCHECK_OK)
-		aclcheck_error(aclresult, OBJECT_TABLE, get_rel_name(relid));
-	if (before > stream_statement_horizon(ref))
-		ereport(ERROR,
-				(errcode(ERRCODE_INVALID_PARAMETER_VALUE),
-				 errmsg("cannot trim stream table \"%s\" up to " INT64_FORMAT,
-						get_rel_name(relid), before)));
-	if (stream_slowest_consumer(relid, &consumer, &position) &&
-		before > position + 1)
-		ereport(ERROR,
-				(errcode(ERRCODE_OBJECT_NOT_IN_PREREQUISITE_STATE),
-				 errmsg("cannot trim stream table \"%s\" past consumer \"%s\"",
-						get_rel_name(relid), consumer),
-				 errhint("Run ALTER EXTENSION stream_seq UPDATE to trim past consumers with force => true.")));
+	stream_check_trim(stream_lookup(relid, false), before, false);
 	stream_catalog_record_start(relid, before);
 	PG_RETURN_VOID();
 }

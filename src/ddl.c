@@ -450,8 +450,6 @@ check_stream_table(Oid relid)
 	AttrNumber	attnum = stream_guard_column(rel);
 	char	   *relname = pstrdup(RelationGetRelationName(rel));
 	Form_pg_attribute att;
-	List	   *indexes;
-	ListCell   *lc;
 	int			i;
 
 	if (attnum == InvalidAttrNumber || attnum > RelationGetNumberOfAttributes(rel))
@@ -489,24 +487,7 @@ check_stream_table(Oid relid)
 					 errdetail("Rows inserted without them would never get a number."),
 					 errhint("Run stream_seq.disable() to stop numbering the table.")));
 	}
-	indexes = RelationGetIndexList(rel);
-	foreach(lc, indexes)
-	{
-		HeapTuple	indtuple = SearchSysCache1(INDEXRELID,
-											   ObjectIdGetDatum(lfirst_oid(lc)));
-		bool		deferrable;
-
-		if (!HeapTupleIsValid(indtuple))
-			continue;
-		deferrable = !((Form_pg_index) GETSTRUCT(indtuple))->indimmediate;
-		ReleaseSysCache(indtuple);
-		if (deferrable)
-			ereport(ERROR,
-					(errcode(ERRCODE_FEATURE_NOT_SUPPORTED),
-					 errmsg("stream table \"%s\" cannot have a deferrable unique or exclusion constraint",
-							relname),
-					 errdetail("Such a constraint cannot be checked for the rows stream_seq numbers at commit.")));
-	}
+	stream_check_no_deferrable_index(rel);
 	if (!OidIsValid(stream_unique_index(relid, attnum)))
 		ereport(ERROR,
 				(errcode(ERRCODE_DEPENDENT_OBJECTS_STILL_EXIST),

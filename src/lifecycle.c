@@ -87,8 +87,6 @@ check_enable_target(Oid relid)
 	Form_pg_class form;
 	char	   *nspname;
 	Relation	rel;
-	List	   *indexes;
-	ListCell   *lc;
 
 	if (!HeapTupleIsValid(tuple))
 		ereport(ERROR,
@@ -145,7 +143,23 @@ check_enable_target(Oid relid)
 				 errdetail("Rows of an inheriting table would have no number, or one written by hand.")));
 
 	rel = relation_open(relid, NoLock);
-	indexes = RelationGetIndexList(rel);
+	stream_check_no_deferrable_index(rel);
+	relation_close(rel, NoLock);
+}
+
+/*
+ * stream_check_no_deferrable_index
+ *		Refuse a table with a deferrable unique or exclusion constraint: it
+ *		cannot be checked for the rows numbered at commit (index insertion
+ *		there cannot queue a recheck).  For enable() and for DDL on a
+ *		stream table.
+ */
+void
+stream_check_no_deferrable_index(Relation rel)
+{
+	List	   *indexes = RelationGetIndexList(rel);
+	ListCell   *lc;
+
 	foreach(lc, indexes)
 	{
 		HeapTuple	indtuple = SearchSysCache1(INDEXRELID,
@@ -160,10 +174,9 @@ check_enable_target(Oid relid)
 			ereport(ERROR,
 					(errcode(ERRCODE_FEATURE_NOT_SUPPORTED),
 					 errmsg("table \"%s\" has a deferrable unique or exclusion constraint",
-							get_rel_name(relid)),
+							RelationGetRelationName(rel)),
 					 errdetail("Such a constraint cannot be checked for the rows stream_seq numbers at commit.")));
 	}
-	relation_close(rel, NoLock);
 }
 
 /*

@@ -25,6 +25,43 @@ PG_FUNCTION_INFO_V1(stream_seq_trim);
 PG_FUNCTION_INFO_V1(stream_seq_truncate_trigger);
 
 /*
+ * stream_check_trim
+ *		What trim() checks before it records the new start and deletes:
+ *		DELETE on the table; never at or past the horizon (nobody can have
+ *		read there yet); never past the slowest consumer, whoever owns it,
+ *		unless forced.
+ */
+void
+stream_check_trim(StreamRef *ref, int64 before, bool force)
+{
+	AclResult	aclresult;
+	int64		horizon;
+	char	   *consumer;
+	int64		position;
+
+	aclresult = pg_class_aclcheck(ref->relid, GetUserId(), ACL_DELETE);
+	if (aclresult != ACLCHECK_OK)
+		aclcheck_error(aclresult, OBJECT_TABLE, get_rel_name(ref->relid));
+
+	horizon = stream_statement_horizon(ref);
+	if (before > horizon)
+		ereport(ERROR,
+				(errcode(ERRCODE_INVALID_PARAMETER_VALUE),
+				 errmsg("cannot trim stream table \"%s\" up to " INT64_FORMAT,
+						get_rel_name(ref->relid), before),
+				 errdetail("The horizon is " INT64_FORMAT "; rows at or above it may not have been read yet.",
+						   horizon)));
+	if (!force && stream_slowest_consumer(ref->relid, &consumer, &position) &&
+		before > position + 1)
+		ereport(ERROR,
+				(errcode(ERRCODE_OBJECT_NOT_IN_PREREQUISITE_STATE),
+				 errmsg("cannot trim stream table \"%s\" past consumer \"%s\"",
+						get_rel_name(ref->relid), consumer),
+				 errdetail("The consumer has finished up to " INT64_FORMAT ".", position),
+				 errhint("Advance or drop the consumer, or pass force => true.")));
+}
+
+/*
  * stream_seq_trim
  *		SQL: trim(stream regclass, before bigint, force boolean DEFAULT
  *		false) RETURNS bigint: delete the rows numbered below "before" and
@@ -39,10 +76,6 @@ stream_seq_trim(PG_FUNCTION_ARGS)
 	int64		before;
 	bool		force;
 	StreamRef  *ref;
-	AclResult	aclresult;
-	int64		horizon;
-	char	   *consumer;
-	int64		position;
 	Oid			argtypes[1] = {INT8OID};
 	Datum		values[1];
 	uint64		deleted;
@@ -56,27 +89,7 @@ stream_seq_trim(PG_FUNCTION_ARGS)
 	force = PG_GETARG_BOOL(2);
 
 	ref = stream_lookup(relid, false);
-	aclresult = pg_class_aclcheck(relid, GetUserId(), ACL_DELETE);
-	if (aclresult != ACLCHECK_OK)
-		aclcheck_error(aclresult, OBJECT_TABLE, get_rel_name(relid));
-
-	horizon = stream_statement_horizon(ref);
-	if (before > horizon)
-		ereport(ERROR,
-				(errcode(ERRCODE_INVALID_PARAMETER_VALUE),
-				 errmsg("cannot trim stream table \"%s\" up to " INT64_FORMAT,
-						get_rel_name(relid), before),
-				 errdetail("The horizon is " INT64_FORMAT "; rows at or above it may not have been read yet.",
-						   horizon)));
-	if (!force && stream_slowest_consumer(relid, &consumer, &position) &&
-		before > position + 1)
-		ereport(ERROR,
-				(errcode(ERRCODE_OBJECT_NOT_IN_PREREQUISITE_STATE),
-				 errmsg("cannot trim stream table \"%s\" past consumer \"%s\"",
-						get_rel_name(relid), consumer),
-				 errdetail("The consumer has finished up to " INT64_FORMAT ".", position),
-				 errhint("Advance or drop the consumer, or pass force => true.")));
-
+	stream_check_trim(ref, before, force);
 	stream_catalog_record_start(relid, before);
 	values[0] = Int64GetDatum(before);
 	deleted = stream_caller_exec(psprintf("DELETE FROM ONLY %s WHERE %s < $1",

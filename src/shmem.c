@@ -41,15 +41,18 @@
  *	3. one slot's LWLock.
  * A slot lock is taken with or without the global lock, never the global
  * lock while a slot lock is held, and never two slot locks at once.  While
- * a slot lock is held, the only other locks taken are ProcArrayLock, in
- * shared mode, by TransactionIdIsInProgress in floor_in_progress, and the
- * spinlock behind GetFlushRecPtr; nothing takes a slot lock while holding
- * ProcArrayLock.  No slot lock or global lock is held across SPI, nextval,
- * catalog or syscache access, memory allocation or ereport: every such step
- * happens before the lock is taken or after it is released, and functions
- * here that would have to raise an error return a code instead.  The next
- * full xid (XidGenLock) and the oldest snapshot xmin (ProcArrayLock) are
- * read before a slot lock is taken; stale values are only cautious.
+ * a slot lock is held, no other lock is taken but the spinlock behind
+ * GetFlushRecPtr: the next full xid (XidGenLock) and the oldest snapshot
+ * xmin (ProcArrayLock) are read before, and the floor check, which may
+ * consult the proc array (ProcArrayLock), pg_xact and pg_subtrans (their
+ * SLRU locks) through TransactionIdIsInProgress, runs after the lock is
+ * released (apply_floor).  Stale values are only cautious.  No slot lock
+ * or the global lock is held across SPI, nextval, catalog or syscache
+ * access, memory allocation or ereport: every such step happens before
+ * the lock is taken or after it is released, and functions here that
+ * would have to raise an error return a code instead or raise it after
+ * releasing the lock.  Commit and abort callbacks take one slot lock at a
+ * time and hold nothing else.
  *
  * Read without a lock: a slot's identity (dboid, relid, in_use, generation)
  * in find_slot under the global lock only; "nentries" and
@@ -1095,6 +1098,22 @@ evicted_horizon(StreamSlot *slot, Snapshot snapshot, FullTransactionId next,
 }
 
 /*
+ * What horizon_locked reads from a slot under its lock; the floor is
+ * applied by apply_floor once the lock is released, as that may consult
+ * the proc array and pg_xact.
+ */
+typedef struct HorizonParts
+{
+	int64		horizon;		/* held back by visibility */
+	int64		durable_horizon;	/* by unflushed commits as well */
+	bool		floor_active;
+	int64		floor_lo;
+	FullTransactionId floor_min_xid;
+	FullTransactionId floor_xid;
+	XLogRecPtr	floor_lsn;
+} HorizonParts;
+
+/*
  * floor_in_progress
  *		Whether the snapshot might see a transaction folded into the floor
  *		as in progress.  Those are committed top-level transactions with
@@ -1104,19 +1123,19 @@ evicted_horizon(StreamSlot *slot, Snapshot snapshot, FullTransactionId next,
  *		open transaction (on another table, say) from holding readers back.
  */
 static bool
-floor_in_progress(StreamSlot *slot, Snapshot snapshot, FullTransactionId next,
-				  FullTransactionId xmax)
+floor_in_progress(HorizonParts *parts, Snapshot snapshot, FullTransactionId next)
 {
+	FullTransactionId xmax = full_xid(next, snapshot->xmax);
 	uint32		i;
 
-	if (!FullTransactionIdPrecedes(slot->floor_xid, xmax))
+	if (!FullTransactionIdPrecedes(parts->floor_xid, xmax))
 		return true;
 	for (i = 0; i < snapshot->xcnt; i++)
 	{
 		FullTransactionId xid = full_xid(next, snapshot->xip[i]);
 
-		if (FullTransactionIdPrecedes(xid, slot->floor_min_xid) ||
-			FullTransactionIdFollows(xid, slot->floor_xid))
+		if (FullTransactionIdPrecedes(xid, parts->floor_min_xid) ||
+			FullTransactionIdFollows(xid, parts->floor_xid))
 			continue;
 		if (!TransactionIdIsInProgress(snapshot->xip[i]))
 			return true;
@@ -1126,12 +1145,12 @@ floor_in_progress(StreamSlot *slot, Snapshot snapshot, FullTransactionId next,
 
 /*
  * horizon_locked
- *		The horizon of a started slot for "snapshot"; see
- *		stream_slot_horizon.  Caller holds the slot's lock.
+ *		The horizon of a started slot for "snapshot" by its list and evicted
+ *		store; see stream_slot_horizon.  Caller holds the slot's lock.
  */
 static void
 horizon_locked(StreamSlot *slot, Snapshot snapshot, FullTransactionId next,
-			   int64 *result, int64 *visible_result)
+			   HorizonParts *parts)
 {
 	FullTransactionId xmin = full_xid(next, snapshot->xmin);
 	FullTransactionId xmax = full_xid(next, snapshot->xmax);
@@ -1141,10 +1160,6 @@ horizon_locked(StreamSlot *slot, Snapshot snapshot, FullTransactionId next,
 	int64		durable_horizon = slot->next;
 	int			i;
 
-	/*
-	 * "horizon" is held back by visibility, "durable_horizon" by unflushed
-	 * commits as well; the result is the lower.
-	 */
 	for (i = 0; i < slot->nentries; i++)
 	{
 		StreamEntry *e = &slot->entries[i];
@@ -1172,23 +1187,35 @@ horizon_locked(StreamSlot *slot, Snapshot snapshot, FullTransactionId next,
 		horizon = Min(horizon, lo);
 		durable_horizon = Min(durable_horizon, lo);
 	}
-	if (slot->floor_active && slot->floor_lo < durable_horizon)
+	parts->horizon = horizon;
+	parts->durable_horizon = durable_horizon;
+	parts->floor_active = slot->floor_active;
+	parts->floor_lo = slot->floor_lo;
+	parts->floor_min_xid = slot->floor_min_xid;
+	parts->floor_xid = slot->floor_xid;
+	parts->floor_lsn = slot->floor_lsn;
+}
+
+/*
+ * apply_floor
+ *		Lower the horizons of "parts" to the floor where the snapshot might
+ *		need what was folded into it (see floor_in_progress), or where one
+ *		of its commit records is not yet flushed.  Runs without the slot's
+ *		lock: the floor read under it covers every transaction folded in
+ *		before the list was read.
+ */
+static void
+apply_floor(HorizonParts *parts, Snapshot snapshot, FullTransactionId next)
+{
+	if (!parts->floor_active || parts->floor_lo >= parts->durable_horizon)
+		return;
+	if (floor_in_progress(parts, snapshot, next))
 	{
-		if (floor_in_progress(slot, snapshot, next, xmax))
-		{
-			horizon = Min(horizon, slot->floor_lo);
-			durable_horizon = slot->floor_lo;
-		}
-		else
-		{
-			if (flushed == InvalidXLogRecPtr)
-				flushed = GetFlushRecPtr(NULL);
-			if (slot->floor_lsn > flushed)
-				durable_horizon = slot->floor_lo;
-		}
+		parts->horizon = Min(parts->horizon, parts->floor_lo);
+		parts->durable_horizon = parts->floor_lo;
 	}
-	*result = durable_horizon;
-	*visible_result = horizon;
+	else if (parts->floor_lsn > GetFlushRecPtr(NULL))
+		parts->durable_horizon = parts->floor_lo;
 }
 
 /*
@@ -1212,6 +1239,7 @@ stream_slot_horizon(StreamRef *ref, Snapshot snapshot, int64 *horizon,
 {
 	FullTransactionId next = ReadNextFullTransactionId();
 	StreamSlot *slot;
+	HorizonParts parts;
 
 	Assert(!snapshot->takenDuringRecovery);
 	slot = lock_slot_or_error(ref, LW_SHARED);
@@ -1220,8 +1248,11 @@ stream_slot_horizon(StreamRef *ref, Snapshot snapshot, int64 *horizon,
 		LWLockRelease(slot->lock);
 		return false;
 	}
-	horizon_locked(slot, snapshot, next, horizon, visible_horizon);
+	horizon_locked(slot, snapshot, next, &parts);
 	LWLockRelease(slot->lock);
+	apply_floor(&parts, snapshot, next);
+	*horizon = parts.durable_horizon;
+	*visible_horizon = parts.horizon;
 	return true;
 }
 
@@ -1235,6 +1266,7 @@ stream_slot_status(StreamRef *ref, Snapshot snapshot, StreamStatus *status)
 {
 	FullTransactionId next = ReadNextFullTransactionId();
 	StreamSlot *slot;
+	HorizonParts parts;
 	int			oldest = -1;
 	int			i;
 
@@ -1244,8 +1276,7 @@ stream_slot_status(StreamRef *ref, Snapshot snapshot, StreamStatus *status)
 		LWLockRelease(slot->lock);
 		return false;
 	}
-	horizon_locked(slot, snapshot, next, &status->horizon,
-				   &status->visible_horizon);
+	horizon_locked(slot, snapshot, next, &parts);
 	status->next = slot->next;
 	status->committing = 0;
 	for (i = 0; i < slot->nentries; i++)
@@ -1271,6 +1302,9 @@ stream_slot_status(StreamRef *ref, Snapshot snapshot, StreamStatus *status)
 	status->evictions = slot->evictions;
 	status->assigned_xacts = slot->assigned_xacts;
 	LWLockRelease(slot->lock);
+	apply_floor(&parts, snapshot, next);
+	status->horizon = parts.durable_horizon;
+	status->visible_horizon = parts.horizon;
 	return true;
 }
 

@@ -20,6 +20,7 @@
 #include "access/transam.h"
 #include "access/xlogdefs.h"
 #include "storage/condition_variable.h"
+#include "utils/relcache.h"
 #include "utils/snapshot.h"
 #include "utils/timestamp.h"
 
@@ -168,12 +169,16 @@ extern void stream_note_horizon_computed(void);
 extern void stream_release_at_commit(Oid relid);
 extern void stream_xact_has_entry(StreamRef *ref);
 
+/* retention.c */
+extern void stream_check_trim(StreamRef *ref, int64 before, bool force);
+
 /* consumer.c */
 extern bool stream_slowest_consumer(Oid relid, char **consumer,
 									int64 *position);
 
 /* lifecycle.c */
 extern Oid	stream_unique_index(Oid relid, AttrNumber attnum);
+extern void stream_check_no_deferrable_index(Relation rel);
 extern void stream_protect_index(Oid relid, AttrNumber attnum);
 extern void stream_retire(StreamRef *ref);
 
