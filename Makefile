@@ -9,28 +9,33 @@ OBJS         = src/stream_seq.o src/shmem.o src/catalog.o src/counter.o \
 DATA         = $(wildcard sql/$(EXTENSION)--*.sql)
 PGFILEDESC   = "stream_seq - gap-safe stream tables"
 
-REGRESS        = $(basename $(notdir $(wildcard test/sql/*.sql)))
+# Regression suites (sql/NAME.sql, expected/NAME.out), in the order they
+# run: upgrade drops and recreates the extension, so it comes last.
+REGRESS        = enable writes horizon consumers lifecycle security \
+                 ordinary_role upgrade
+# Isolation specs (test/specs/NAME.spec, expected/NAME.out).
 ISOLATION      = $(basename $(notdir $(wildcard test/specs/*.spec)))
-REGRESS_OPTS   = --inputdir=test
-ISOLATION_OPTS = --inputdir=test --outputdir=output_iso --load-extension=$(EXTENSION)
+ISOLATION_OPTS = --inputdir=test --outputdir=. --load-extension=$(EXTENSION)
 TAP_TESTS      = 1
 PROVE_TESTS    = test/t/*.pl
+PROVE_FLAGS   += -I ./test/perl
 ifndef TEST_EXISTING_SERVER
 REGRESS_OPTS   += --temp-instance=./tmp_check --temp-config=test/$(EXTENSION).conf
 ISOLATION_OPTS += --temp-instance=./tmp_check_iso --temp-config=test/$(EXTENSION).conf
 endif
 
-EXTRA_CLEAN = output_iso tmp_check tmp_check_iso
+EXTRA_CLEAN = tmp_check tmp_check_iso results log regression.diffs regression.out
 
-PG_CONFIG ?= pg_config
-ifneq ($(wildcard /usr/lib/postgresql/15/bin/pg_config),)
-PG_CONFIG = /usr/lib/postgresql/15/bin/pg_config
-endif
+# pg_config from the command line or the environment wins; otherwise the
+# one of PostgreSQL 15 on Debian, otherwise the first one on PATH.
+PG_CONFIG ?= $(firstword $(wildcard /usr/lib/postgresql/15/bin/pg_config) pg_config)
 PGXS := $(shell $(PG_CONFIG) --pgxs 2>/dev/null)
-# "make test" and "make demo" install the build dependencies themselves, so
-# they must work before pg_config exists.
 ifneq ($(PGXS),)
 include $(PGXS)
+else ifneq ($(filter-out test demo bench check-valgrind,$(or $(MAKECMDGOALS),all)),)
+# "make test", "make demo", "make bench" and "make check-valgrind" install
+# the build dependencies themselves, so they work before pg_config exists.
+$(error $(PG_CONFIG) not found: install postgresql-server-dev-15, or pass PG_CONFIG=/path/to/pg_config (make test installs what it needs))
 endif
 
 # Every object depends on the shared header (PGXS tracks no header

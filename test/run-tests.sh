@@ -11,7 +11,7 @@ cd "$(dirname "$0")/.."
 need_packages postgresql-15 postgresql-server-dev-15 libipc-run-perl make gcc
 
 export PATH="/usr/lib/postgresql/15/bin:$PATH"
-PG_CONFIG=/usr/lib/postgresql/15/bin/pg_config
+PG_CONFIG=${PG_CONFIG:-/usr/lib/postgresql/15/bin/pg_config}
 make -s PG_CONFIG=$PG_CONFIG
 if [ "$(id -u)" = 0 ]; then
 	make -s PG_CONFIG=$PG_CONFIG install

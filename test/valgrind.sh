@@ -95,7 +95,7 @@ sockdir=$work/sock
 mkdir "$sockdir" "$work/tree"
 # the suites write their results into the tree they run from
 tar -C "$srcdir" --exclude=./.git --exclude='./tmp_check*' --exclude=./results \
-	--exclude=./output_iso -cf - . | tar -C "$work/tree" -xf -
+	-cf - . | tar -C "$work/tree" -xf -
 cp "$srcdir/test/valgrind.supp" "$work/valgrind.supp"
 [ "$(id -u)" = 0 ] && chown -R postgres "$work"
 
@@ -200,7 +200,7 @@ run_suite()
 			make -s PG_CONFIG=$PG_CONFIG installcheck TEST_EXISTING_SERVER=1 \
 			TAP_TESTS= PGHOST="$sockdir" PGPORT="$port" "$@"); then
 		suite_failed=1
-		for diffs in "$work/tree/regression.diffs" "$work/tree/output_iso/regression.diffs"; do
+		for diffs in "$work/tree/regression.diffs"; do
 			if [ -s "$diffs" ]; then
 				echo "   differences: $diffs"
 			fi
