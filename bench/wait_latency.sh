@@ -28,7 +28,6 @@ need_packages postgresql-15 libdbd-pg-perl
 if [ ! -f /usr/lib/postgresql/15/lib/stream_seq.so ]; then
 	need_packages postgresql-server-dev-15 make gcc
 fi
-fi
 if [ ! -f /usr/lib/postgresql/15/lib/stream_seq.so ]; then
 	if [ "$(id -u)" = 0 ]; then
 		make -s PG_CONFIG=$PGBIN/pg_config && make -s PG_CONFIG=$PGBIN/pg_config install
