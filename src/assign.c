@@ -94,13 +94,6 @@ static HTAB *xact_streams = NULL;
 static List *released_streams = NIL;
 static List *slots_to_free = NIL;
 
-/*
- * Whether this transaction computed a horizon: then it keeps its whole
- * reservation (stream_shrink), since it may have seen the counter above
- * what it used while skipping its own entry.
- */
-static bool computed_horizon = false;
-
 /* Whether our pre-commit callback has run: no stream row may come after. */
 static bool past_pre_commit = false;
 
@@ -461,9 +454,7 @@ finish_xact(bool committed)
 	xact_streams = NULL;
 	released_streams = NIL;
 	slots_to_free = NIL;
-	computed_horizon = false;
 	past_pre_commit = false;
-	stream_horizon_forget();
 }
 
 /*
@@ -540,7 +531,7 @@ stream_xact_callback(XactEvent event, void *arg)
 					report_late_row(get_rel_name(xs->relid));
 				}
 				if (xs->has_entry && xs->cur_next < xs->cur_end &&
-					!computed_horizon)
+					!stream_xact_computed_horizon())
 					stream_shrink(xs->ref, xs->cur_next, xs->cur_end);
 				close_writer(xs);
 				if (xs->has_entry && stream_seq_notify)
@@ -594,16 +585,6 @@ void
 stream_assign_init(void)
 {
 	RegisterXactCallback(stream_xact_callback, NULL);
-}
-
-/*
- * stream_note_horizon_computed
- *		The transaction computed a horizon (see computed_horizon).
- */
-void
-stream_note_horizon_computed(void)
-{
-	computed_horizon = true;
 }
 
 /*

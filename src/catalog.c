@@ -4,6 +4,10 @@
  *	  The stream catalog (table stream_seq.stream), the backend's cache of
  *	  it, and the way internal statements run as another role.
  *
+ * What is the extension's own is recognised here without reading the
+ * catalog (its schema, its trigger functions and the names enable() gives
+ * the triggers), for the event triggers' cheap first test.
+ *
  * A backend looks a stream up once per relcache invalidation of its table:
  * the catalog row says which column is numbered and which sequence records
  * the head; the lookup attaches the stream's shared slot, reclaiming slots
@@ -16,10 +20,13 @@
 
 #include "access/genam.h"
 #include "access/htup_details.h"
+#include "access/relation.h"
 #include "access/table.h"
 #include "access/xact.h"
 #include "catalog/namespace.h"
 #include "catalog/pg_class.h"
+#include "commands/trigger.h"
+#include "catalog/pg_proc.h"
 #include "catalog/pg_sequence.h"
 #include "catalog/pg_type.h"
 #include "executor/spi.h"
@@ -89,6 +96,115 @@ ensure_cache(void)
 	stream_cache = hash_create("stream_seq streams", 16, &ctl,
 							   HASH_ELEM | HASH_BLOBS | HASH_CONTEXT);
 	CacheRegisterRelcacheCallback(invalidate_stream_cache, (Datum) 0);
+}
+
+/* Names enable() gives the triggers, and their functions. */
+static const char *const trigger_names[] = {
+	"stream_seq_guard", "stream_seq_assign", "stream_seq_truncate"
+};
+static const char *const trigger_functions[] = {
+	"guard_trigger", "assign_trigger", "truncate_trigger"
+};
+
+#define NUM_STREAM_TRIGGERS 3
+
+/*
+ * stream_namespace
+ *		OID of the extension's schema (InvalidOid if missing and
+ *		"missing_ok").  A syscache lookup: no privilege on it is needed.
+ */
+Oid
+stream_namespace(bool missing_ok)
+{
+	return get_namespace_oid("stream_seq", missing_ok);
+}
+
+/*
+ * stream_is_own_trigger_function
+ *		Whether "funcid" is one of the extension's trigger functions; if so
+ *		and "trigger_name" is given, it gets the name enable() gives the
+ *		trigger that runs it.
+ */
+bool
+stream_is_own_trigger_function(Oid funcid, const char **trigger_name)
+{
+	HeapTuple	tuple = SearchSysCache1(PROCOID, ObjectIdGetDatum(funcid));
+	Form_pg_proc proc;
+	bool		result = false;
+	int			i;
+
+	if (!HeapTupleIsValid(tuple))
+		return false;
+	proc = (Form_pg_proc) GETSTRUCT(tuple);
+	if (proc->pronamespace == stream_namespace(true))
+	{
+		for (i = 0; i < NUM_STREAM_TRIGGERS; i++)
+		{
+			if (strcmp(NameStr(proc->proname), trigger_functions[i]) == 0)
+			{
+				result = true;
+				if (trigger_name != NULL)
+					*trigger_name = trigger_names[i];
+				break;
+			}
+		}
+	}
+	ReleaseSysCache(tuple);
+	return result;
+}
+
+/*
+ * stream_is_own_trigger_name
+ *		Whether a trigger has one of the names enable() gives.
+ */
+bool
+stream_is_own_trigger_name(const char *name)
+{
+	int			i;
+
+	for (i = 0; i < NUM_STREAM_TRIGGERS; i++)
+	{
+		if (name != NULL && strcmp(name, trigger_names[i]) == 0)
+			return true;
+	}
+	return false;
+}
+
+/*
+ * stream_table_has_triggers
+ *		Whether the table has a trigger running one of the extension's
+ *		functions, as every stream table does: the cheap first test of
+ *		whether a table is a stream.  A table without triggers costs one
+ *		syscache lookup.
+ */
+bool
+stream_table_has_triggers(Oid relid)
+{
+	HeapTuple	tuple = SearchSysCache1(RELOID, ObjectIdGetDatum(relid));
+	bool		has_triggers;
+	Relation	rel;
+	bool		result = false;
+	int			i;
+
+	if (!HeapTupleIsValid(tuple))
+		return false;
+	has_triggers = ((Form_pg_class) GETSTRUCT(tuple))->relhastriggers &&
+		((Form_pg_class) GETSTRUCT(tuple))->relkind == RELKIND_RELATION;
+	ReleaseSysCache(tuple);
+	if (!has_triggers)
+		return false;
+
+	rel = try_relation_open(relid, AccessShareLock);
+	if (rel == NULL)
+		return false;
+	if (rel->trigdesc != NULL)
+	{
+		for (i = 0; i < rel->trigdesc->numtriggers && !result; i++)
+			result = stream_is_own_trigger_function(rel->trigdesc->triggers[i].tgfoid,
+													NULL);
+	}
+	relation_close(rel, AccessShareLock);
+	return result;
 }
 
 /*

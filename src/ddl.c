@@ -50,98 +50,6 @@
 PG_FUNCTION_INFO_V1(stream_seq_on_sql_drop);
 PG_FUNCTION_INFO_V1(stream_seq_on_ddl_end);
 
-/* Names enable() gives the triggers, and their functions. */
-static const char *const trigger_names[] = {
-	"stream_seq_guard", "stream_seq_assign", "stream_seq_truncate"
-};
-static const char *const trigger_functions[] = {
-	"guard_trigger", "assign_trigger", "truncate_trigger"
-};
-
-#define NUM_STREAM_TRIGGERS 3
-
-/*
- * stream_namespace
- *		OID of the extension's schema (InvalidOid if missing and
- *		"missing_ok").  A syscache lookup: no privilege on it is needed.
- */
-Oid
-stream_namespace(bool missing_ok)
-{
-	return get_namespace_oid("stream_seq", missing_ok);
-}
-
-/*
- * stream_is_own_trigger_function
- *		Whether "funcid" is one of the extension's trigger functions; if so
- *		and "trigger_name" is given, it gets the name enable() gives the
- *		trigger that runs it.
- */
-bool
-stream_is_own_trigger_function(Oid funcid, const char **trigger_name)
-{
-	HeapTuple	tuple = SearchSysCache1(PROCOID, ObjectIdGetDatum(funcid));
-	Form_pg_proc proc;
-	bool		result = false;
-	int			i;
-
-	if (!HeapTupleIsValid(tuple))
-		return false;
-	proc = (Form_pg_proc) GETSTRUCT(tuple);
-	if (proc->pronamespace == stream_namespace(true))
-	{
-		for (i = 0; i < NUM_STREAM_TRIGGERS; i++)
-		{
-			if (strcmp(NameStr(proc->proname), trigger_functions[i]) == 0)
-			{
-				result = true;
-				if (trigger_name != NULL)
-					*trigger_name = trigger_names[i];
-				break;
-			}
-		}
-	}
-	ReleaseSysCache(tuple);
-	return result;
-}
-
-/*
- * stream_table_has_triggers
- *		Whether the table has a trigger running one of the extension's
- *		functions, as every stream table does: the cheap first test of
- *		whether a table is a stream.  A table without triggers costs one
- *		syscache lookup.
- */
-bool
-stream_table_has_triggers(Oid relid)
-{
-	HeapTuple	tuple = SearchSysCache1(RELOID, ObjectIdGetDatum(relid));
-	bool		has_triggers;
-	Relation	rel;
-	bool		result = false;
-	int			i;
-
-	if (!HeapTupleIsValid(tuple))
-		return false;
-	has_triggers = ((Form_pg_class) GETSTRUCT(tuple))->relhastriggers &&
-		((Form_pg_class) GETSTRUCT(tuple))->relkind == RELKIND_RELATION;
-	ReleaseSysCache(tuple);
-	if (!has_triggers)
-		return false;
-
-	rel = try_relation_open(relid, AccessShareLock);
-	if (rel == NULL)
-		return false;
-	if (rel->trigdesc != NULL)
-	{
-		for (i = 0; i < rel->trigdesc->numtriggers && !result; i++)
-			result = stream_is_own_trigger_function(rel->trigdesc->triggers[i].tgfoid,
-													NULL);
-	}
-	relation_close(rel, AccessShareLock);
-	return result;
-}
-
 /*
  * event_rows
  *		The rows of pg_event_trigger_dropped_objects() or
@@ -204,23 +112,6 @@ address_names(TupleTableSlot *slot, int attnum)
 	for (i = 0; i < n; i++)
 		result = lappend(result, nulls[i] ? NULL : TextDatumGetCString(elems[i]));
 	return result;
-}
-
-/*
- * is_stream_trigger_name
- *		Whether a trigger has one of the names enable() gives.
- */
-static bool
-is_stream_trigger_name(const char *name)
-{
-	int			i;
-
-	for (i = 0; i < NUM_STREAM_TRIGGERS; i++)
-	{
-		if (name != NULL && strcmp(name, trigger_names[i]) == 0)
-			return true;
-	}
-	return false;
 }
 
 /* A dropped table, and a dropped trigger named like ours. */
@@ -332,7 +223,7 @@ stream_seq_on_sql_drop(PG_FUNCTION_ARGS)
 			List	   *names = address_names(slot, 11);
 
 			if (list_length(names) == 3 &&
-				is_stream_trigger_name(list_nth(names, 2)))
+				stream_is_own_trigger_name(list_nth(names, 2)))
 			{
 				DroppedTrigger *t = palloc(sizeof(DroppedTrigger));
 

@@ -81,19 +81,51 @@ static HTAB *horizon_memo = NULL;
 static long horizon_memo_count = 0;
 static long horizon_memo_prune_at = 0;
 
+/*
+ * Whether this transaction computed a horizon for a statement (assign.c
+ * then keeps its whole reservation: it may have seen the counter above
+ * what it used while skipping its own entry).
+ */
+static bool computed_horizon = false;
+
 #define MEMO_PRUNE_MIN 64
 
 /*
- * stream_horizon_forget
- *		Forget the memo; called at transaction end, when its memory in
- *		TopTransactionContext goes away.
+ * forget_at_xact_end
+ *		Transaction callback: forget the memo at transaction end, when its
+ *		memory in TopTransactionContext goes away.  Cannot fail.
+ */
+static void
+forget_at_xact_end(XactEvent event, void *arg)
+{
+	if (event == XACT_EVENT_COMMIT || event == XACT_EVENT_ABORT ||
+		event == XACT_EVENT_PREPARE)
+	{
+		horizon_memo = NULL;
+		horizon_memo_count = 0;
+		horizon_memo_prune_at = 0;
+		computed_horizon = false;
+	}
+}
+
+/*
+ * stream_horizon_init
+ *		Register the transaction callback (from _PG_init).
  */
 void
-stream_horizon_forget(void)
+stream_horizon_init(void)
 {
-	horizon_memo = NULL;
-	horizon_memo_count = 0;
-	horizon_memo_prune_at = 0;
+	RegisterXactCallback(forget_at_xact_end, NULL);
+}
+
+/*
+ * stream_xact_computed_horizon
+ *		Whether the current transaction computed a statement's horizon.
+ */
+bool
+stream_xact_computed_horizon(void)
+{
+	return computed_horizon;
 }
 
 /*
@@ -347,7 +379,7 @@ stream_statement_horizon(StreamRef *ref)
 		horizon = stream_compute_horizon(ref, snapshot, NULL);
 		memo_store(ref->relid, snapshot, horizon);
 	}
-	stream_note_horizon_computed();
+	computed_horizon = true;
 	return horizon;
 }
 

@@ -74,11 +74,10 @@ check_table_owner(Oid relid)
 
 /*
  * check_enable_target
- *		What enable() refuses about the table itself: anything but an
- *		ordinary, permanent user table; a table with inheritance children
- *		(their rows would have no triggers and could carry any number); a
- *		deferrable unique or exclusion constraint (it cannot be checked for
- *		the rows numbered at commit).
+ *		What enable() refuses before it locks the table: anything but an
+ *		ordinary, permanent user table; a caller who does not own it; a
+ *		transaction whose snapshot would miss rows committed meanwhile.
+ *		Syscache lookups only, so that no lock is taken for a refusal.
  */
 static void
 check_enable_target(Oid relid)
@@ -86,7 +85,6 @@ check_enable_target(Oid relid)
 	HeapTuple	tuple = SearchSysCache1(RELOID, ObjectIdGetDatum(relid));
 	Form_pg_class form;
 	char	   *nspname;
-	Relation	rel;
 
 	if (!HeapTupleIsValid(tuple))
 		ereport(ERROR,
@@ -136,6 +134,29 @@ check_enable_target(Oid relid)
 				 errdetail("Rows committed after the transaction's snapshot was taken would stay without a number."),
 				 errhint("Run it in a READ COMMITTED transaction.")));
 
+}
+
+/*
+ * check_enable_locked
+ *		What enable() refuses once it holds its lock on the table: an
+ *		existing stream, inheritance children (their rows would have no
+ *		triggers and could carry any number), a deferrable unique or
+ *		exclusion constraint.
+ */
+static void
+check_enable_locked(Oid relid)
+{
+	Relation	rel;
+
+	if (!SearchSysCacheExists1(RELOID, ObjectIdGetDatum(relid)))
+		ereport(ERROR,
+				(errcode(ERRCODE_UNDEFINED_TABLE),
+				 errmsg("relation with OID %u does not exist", relid)));
+	if (stream_catalog_has(relid))
+		ereport(ERROR,
+				(errcode(ERRCODE_DUPLICATE_OBJECT),
+				 errmsg("table \"%s\" is already a stream table",
+						get_rel_name(relid))));
 	if (find_inheritance_children(relid, NoLock) != NIL)
 		ereport(ERROR,
 				(errcode(ERRCODE_FEATURE_NOT_SUPPORTED),
@@ -414,15 +435,7 @@ stream_seq_enable(PG_FUNCTION_ARGS)
 
 	/* keep writers out while existing rows are numbered */
 	LockRelationOid(relid, ShareRowExclusiveLock);
-	if (!SearchSysCacheExists1(RELOID, ObjectIdGetDatum(relid)))
-		ereport(ERROR,
-				(errcode(ERRCODE_UNDEFINED_TABLE),
-				 errmsg("relation with OID %u does not exist", relid)));
-	if (stream_catalog_has(relid))
-		ereport(ERROR,
-				(errcode(ERRCODE_DUPLICATE_OBJECT),
-				 errmsg("table \"%s\" is already a stream table",
-						get_rel_name(relid))));
+	check_enable_locked(relid);
 	table = qualified_name(relid);
 
 	attnum = prepare_column(relid, column);

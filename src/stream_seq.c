@@ -96,6 +96,7 @@ _PG_init(void)
 							 PGC_USERSET, 0,
 							 NULL, NULL, NULL);
 	stream_assign_init();
+	stream_horizon_init();
 
 	/*
 	 * Settings that size shared memory exist only when preloaded: a

@@ -124,6 +124,10 @@ extern int	stream_slot_holders(StreamHolder **holders);
 extern ConditionVariable *stream_slot_advanced_cv(StreamRef *ref);
 
 /* catalog.c */
+extern Oid	stream_namespace(bool missing_ok);
+extern bool stream_is_own_trigger_function(Oid funcid, const char **name);
+extern bool stream_is_own_trigger_name(const char *name);
+extern bool stream_table_has_triggers(Oid relid);
 extern StreamRef *stream_lookup(Oid relid, bool missing_ok);
 extern Oid	stream_catalog_relid(bool missing_ok);
 extern Oid	stream_catalog_owner(void);
@@ -161,11 +165,11 @@ extern int64 stream_compute_horizon(StreamRef *ref, Snapshot snapshot,
 extern int64 stream_statement_horizon(StreamRef *ref);
 extern Snapshot stream_statement_snapshot(void);
 extern void stream_check_select(Oid relid);
-extern void stream_horizon_forget(void);
+extern void stream_horizon_init(void);
+extern bool stream_xact_computed_horizon(void);
 
 /* assign.c */
 extern void stream_assign_init(void);
-extern void stream_note_horizon_computed(void);
 extern void stream_release_at_commit(Oid relid);
 extern void stream_xact_has_entry(StreamRef *ref);
 
@@ -182,9 +186,5 @@ extern void stream_check_no_deferrable_index(Relation rel);
 extern void stream_protect_index(Oid relid, AttrNumber attnum);
 extern void stream_retire(StreamRef *ref);
 
-/* ddl.c */
-extern Oid	stream_namespace(bool missing_ok);
-extern bool stream_is_own_trigger_function(Oid funcid, const char **name);
-extern bool stream_table_has_triggers(Oid relid);
 
 #endif							/* STREAM_SEQ_H */
