@@ -17,16 +17,10 @@ use warnings;
 use PostgreSQL::Test::Cluster;
 use PostgreSQL::Test::Utils;
 use Test::More;
-use IPC::Run;
 use Time::HiRes qw(usleep);
+use StreamSeqTest;
 
-my $node = PostgreSQL::Test::Cluster->new('crash');
-$node->init;
-$node->append_conf('postgresql.conf', qq{
-shared_preload_libraries = 'stream_seq'
-max_connections = 30
-});
-$node->start;
+my $node = new_node('crash', "max_connections = 30\n");
 
 $node->safe_psql('postgres', q{
 CREATE EXTENSION stream_seq;
@@ -56,59 +50,21 @@ append_to_file($single, q{
 INSERT INTO t (phase, client, payload) VALUES (:phase, :client_id, 'auto');
 });
 
-# Start pgbench in the background; returns the IPC::Run handle.
+# Start load "phase" in the background: six pgbench clients running the
+# writer scripts, for as long as "limit" says (-T seconds or -t
+# transactions).  Waited for with wait_done().
 sub start_load
 {
 	my ($phase, @limit) = @_;
-	my ($out, $err) = ('', '');
-	my @cmd = (
-		$node->installed_command('pgbench'), '-n',
-		'-h', $node->host, '-p', $node->port,
-		'-c', '6', '-j', '3', @limit,
-		'-D', "phase=$phase",
-		'-f', "$multi\@3", '-f', "$single\@1", 'postgres');
-	my $h = IPC::Run::start(\@cmd, '<', \undef, '>', \$out, '2>', \$err);
-	return { handle => $h, out => \$out, err => \$err };
-}
-
-# Wait for a background pgbench to exit; returns its exit status.
-sub finish_load
-{
-	my ($load) = @_;
-	my $h = $load->{handle};
-	my $deadline = time() + $PostgreSQL::Test::Utils::timeout_default;
-	while ($h->pumpable && time() < $deadline)
-	{
-		$h->pump_nb;
-		usleep(50_000);
-	}
-	$h->kill_kill if $h->pumpable;
-	$h->finish;
-	return $h->result(0);
-}
-
-# One-row results as lists.
-sub row
-{
-	my ($sql) = @_;
-	return split /\|/, $node->safe_psql('postgres', $sql);
-}
-
-# Common invariants of one stream table.
-sub check_stream
-{
-	my ($tab, $what) = @_;
-	my ($total, $distinct, $nulls) = row(
-		"SELECT count(*), count(DISTINCT seq), count(*) FILTER (WHERE seq IS NULL) FROM $tab");
-	is($nulls, 0, "$what: every committed row of $tab has a number");
-	is($distinct, $total - $nulls, "$what: no number is used twice in $tab");
+	return bg_pgbench($node, undef, '-c', '6', '-j', '3', @limit,
+		'-D', "phase=$phase", '-f', "$multi\@3", '-f', "$single\@1");
 }
 
 # Idle stream after a restart: horizon = head + 1 and head = max(seq).
 sub check_idle_after_restart
 {
 	my ($tab, $what) = @_;
-	my ($horizon, $head, $max) = row(
+	my ($horizon, $head, $max) = row($node,
 		"SELECT stream_seq.horizon('$tab'), coalesce(stream_seq.head('$tab'), 0), coalesce(max(seq), 0) FROM $tab");
 	is($horizon, $head + 1, "$what: idle horizon of $tab is head + 1 ($horizon)");
 	is($head, $max, "$what: head of $tab restarts at max(seq) ($max)");
@@ -122,7 +78,7 @@ sub load_stop_restart
 	my ($phase, $mode) = @_;
 	my $what = "$mode stop under load (phase $phase)";
 
-	my ($base) = row("SELECT count(*) FROM t");
+	my ($base) = row($node, "SELECT count(*) FROM t");
 	my $load = start_load($phase, '-T', '60');
 	$node->poll_query_until('postgres',
 		"SELECT count(*) >= $base + 1500 AND (SELECT count(*) FROM t5) > 0 FROM t")
@@ -134,23 +90,23 @@ CREATE TABLE seen_t_$phase AS SELECT id, seq FROM t WHERE seq IS NOT NULL;
 CREATE TABLE seen_t5_$phase AS SELECT id, seq FROM t5 WHERE seq IS NOT NULL;
 });
 	my ($head_t, $head_t5) =
-	  row("SELECT stream_seq.head('t'), stream_seq.head('t5')");
+	  row($node, "SELECT stream_seq.head('t'), stream_seq.head('t5')");
 	# let other commits flush the WAL that recorded those heads
 	usleep(300_000);
 
 	$node->stop($mode);
-	my $rc = finish_load($load);
+	my $rc = wait_done($load);
 	note "pgbench phase $phase exited with $rc after the $mode stop";
 	$node->start;
 
 	check_idle_after_restart('t', "after $what");
 	check_idle_after_restart('t5', "after $what");
-	check_stream('t', "after $what");
-	check_stream('t5', "after $what");
+	check_unique($node, 't', "after $what");
+	check_unique($node, 't5', "after $what");
 
 	for my $tab ('t', 't5')
 	{
-		my ($lost, $changed, $nrows) = row(qq{
+		my ($lost, $changed, $nrows) = row($node, qq{
 SELECT count(*) FILTER (WHERE t.id IS NULL),
        count(*) FILTER (WHERE t.seq IS DISTINCT FROM s.seq),
        count(*)
@@ -165,23 +121,23 @@ SELECT count(*) FILTER (WHERE t.id IS NULL),
 CREATE TABLE before_t_$phase AS SELECT id, seq FROM t;
 CREATE TABLE before_t5_$phase AS SELECT id, seq FROM t5;
 });
-	my ($max_t) = row("SELECT max(seq) FROM t");
-	my ($max_t5) = row("SELECT max(seq) FROM t5");
+	my ($max_t) = row($node, "SELECT max(seq) FROM t");
+	my ($max_t5) = row($node, "SELECT max(seq) FROM t5");
 	note "$what: t max(seq) $max_t (head seen before stop $head_t), "
 	  . "t5 max(seq) $max_t5 (head seen before stop $head_t5)";
 
 	my $next_phase = $phase + 1;
 	my $more = start_load($next_phase, '-t', '60');
-	is(finish_load($more), 0, "$what: load after restart ran cleanly")
+	is(wait_done($more), 0, "$what: load after restart ran cleanly")
 	  or diag ${ $more->{err} };
 
-	check_stream('t', "after $what and more writes");
-	check_stream('t5', "after $what and more writes");
+	check_unique($node, 't', "after $what and more writes");
+	check_unique($node, 't5', "after $what and more writes");
 
 	my %head_seen = (t => $head_t, t5 => $head_t5);
 	for my $tab ('t', 't5')
 	{
-		my ($new_rows, $new_min, $old_max, $below, $changed) = row(qq{
+		my ($new_rows, $new_min, $old_max, $below, $changed) = row($node, qq{
 SELECT (SELECT count(*) FROM $tab WHERE phase = $next_phase),
        (SELECT min(seq) FROM $tab WHERE phase = $next_phase),
        (SELECT max(seq) FROM before_${tab}_$phase),
@@ -209,7 +165,7 @@ $phase = load_stop_restart($phase, 'fast');
 $phase = load_stop_restart($phase, 'immediate');
 
 my ($idle_h, $idle_head) =
-  row("SELECT stream_seq.horizon('t'), stream_seq.head('t')");
+  row($node, "SELECT stream_seq.horizon('t'), stream_seq.head('t')");
 is($idle_h, $idle_head + 1, 'idle horizon is head + 1 after the loads');
 
 # Deleting the newest rows before a restart must not let their numbers be
@@ -234,10 +190,13 @@ sub fill
 		$node->safe_psql('postgres',
 			"INSERT INTO $tab (phase) SELECT $dphase FROM generate_series(1, $rows)");
 	}
-	my ($max) = row("SELECT max(seq) FROM $tab");
+	my ($max) = row($node, "SELECT max(seq) FROM $tab");
 	return $max;
 }
 
+# Fill "tab", delete the rows "delete_where" picks (the newest or all),
+# stop in "mode" and start again: new rows get numbers above every deleted
+# one.
 sub delete_restart_insert
 {
 	my ($tab, $mode, $delete_where, $label) = @_;
@@ -245,18 +204,10 @@ sub delete_restart_insert
 
 	my $max_before = fill($tab, 7);
 	$node->safe_psql('postgres', "DELETE FROM $tab WHERE $delete_where");
-	my ($max_after_delete) = row("SELECT coalesce(max(seq), 0) FROM $tab");
+	my ($max_after_delete) = row($node, "SELECT coalesce(max(seq), 0) FROM $tab");
 	cmp_ok($max_after_delete, '<', $max_before, "$what: newest rows of $tab deleted");
 
-	if ($mode eq 'immediate')
-	{
-		$node->stop('immediate');
-		$node->start;
-	}
-	else
-	{
-		$node->restart;
-	}
+	stop_start($node, $mode);
 	check_idle_after_restart($tab, $what);
 
 	$dphase++;
@@ -264,11 +215,11 @@ sub delete_restart_insert
 		"INSERT INTO $tab (phase) SELECT $dphase FROM generate_series(1, 4)");
 	$node->safe_psql('postgres', "INSERT INTO $tab (phase) VALUES ($dphase)");
 	my ($new_min, $new_count) =
-	  row("SELECT min(seq), count(*) FROM $tab WHERE phase = $dphase");
+	  row($node, "SELECT min(seq), count(*) FROM $tab WHERE phase = $dphase");
 	is($new_count, 5, "$what: rows inserted after restart");
 	cmp_ok($new_min, '>', $max_before,
 		"$what: new numbers of $tab above the deleted ones (max was $max_before)");
-	check_stream($tab, $what);
+	check_unique($node, $tab, $what);
 }
 
 for my $tab ('d', 'd5')

@@ -59,58 +59,13 @@ use warnings;
 use PostgreSQL::Test::Cluster;
 use PostgreSQL::Test::Utils;
 use Test::More;
-use IPC::Run;
 use Time::HiRes qw(usleep time);
+use StreamSeqTest;
 
 my $duration = 10;    # seconds of write load in each run
 my $ntables = 10;
 my @tables = map { "t$_" } 1 .. $ntables;
 my $tables_sql = 'ARRAY[' . join(', ', map { "'$_'" } @tables) . ']';
-
-# Start a command in the background; returns the handle and its output.
-sub bg_run
-{
-	my (@cmd) = @_;
-	my ($out, $err) = ('', '');
-	my $h = IPC::Run::start(\@cmd, '<', \undef, '>', \$out, '2>', \$err);
-	return { handle => $h, out => \$out, err => \$err };
-}
-
-# psql in the background, each statement sent on its own (-c).
-sub bg_psql
-{
-	my ($node, @sql) = @_;
-	return bg_run($node->installed_command('psql'), '-XAtq', '-v',
-		'ON_ERROR_STOP=1', '-d', $node->connstr('postgres'),
-		map { ('-c', $_) } @sql);
-}
-
-# pgbench in the background, with libpq options for its sessions.
-sub bg_pgbench
-{
-	my ($node, $options, @args) = @_;
-	local $ENV{PGOPTIONS} = $options;
-	return bg_run($node->installed_command('pgbench'), '-n',
-		'-h', $node->host, '-p', $node->port, @args, 'postgres');
-}
-
-# Wait for a background command; its exit status, or -1 if it had to be
-# killed after "limit" seconds.
-sub wait_done
-{
-	my ($job, $limit) = @_;
-	my $h = $job->{handle};
-	my $deadline = time() + $limit;
-	while ($h->pumpable && time() < $deadline)
-	{
-		$h->pump_nb;
-		usleep(50_000);
-	}
-	my $timed_out = $h->pumpable;
-	$h->kill_kill if $timed_out;
-	$h->finish;
-	return $timed_out ? -1 : $h->result(0);
-}
 
 # Transactions a finished pgbench reports.
 sub pgbench_xacts
@@ -118,13 +73,6 @@ sub pgbench_xacts
 	my ($job) = @_;
 	my ($n) = ${ $job->{out} } =~ /number of transactions actually processed: (\d+)/;
 	return $n // 0;
-}
-
-# One-row results as lists.
-sub row
-{
-	my ($node, $sql) = @_;
-	return split /\|/, $node->safe_psql('postgres', $sql);
 }
 
 # The schema, the readers and the writers' helper, in a fresh database.
@@ -474,14 +422,10 @@ sub run_phase
 {
 	my ($label, $writer_options, $writer_sync) = @_;
 
-	my $node = PostgreSQL::Test::Cluster->new("stress_$label");
-	$node->init;
-	$node->append_conf('postgresql.conf', qq{
-shared_preload_libraries = 'stream_seq'
+	my $node = new_node("stress_$label", q{
 max_connections = 30
 stream_seq.max_tracked_xacts = 16
 });
-	$node->start;
 	$node->safe_psql('postgres', $setup);
 	{
 		local $ENV{PGOPTIONS} = $writer_options;

@@ -15,43 +15,19 @@ use warnings;
 use PostgreSQL::Test::Cluster;
 use PostgreSQL::Test::Utils;
 use Test::More;
+use StreamSeqTest;
 
-# Run "sql" and return "SQLSTATE|hint" of its error, or "ok".
-my $try_function = q{
-CREATE FUNCTION try(sql text) RETURNS text LANGUAGE plpgsql AS $$
-DECLARE
-    state text;
-    hint text;
-BEGIN
-    EXECUTE sql;
-    RETURN 'ok';
-EXCEPTION WHEN OTHERS THEN
-    GET STACKED DIAGNOSTICS state = RETURNED_SQLSTATE, hint = PG_EXCEPTION_HINT;
-    RETURN state || '|' || hint;
-END;
-$$;
-};
-
-# Result of a query, or its error: psql, not safe_psql, so that a broken
-# extension fails the checks instead of ending the script.
-sub query
-{
-	my ($node, $sql) = @_;
-	my ($rc, $out, $err) = $node->psql('postgres', $sql);
-	return $rc == 0 ? $out : "psql exited with $rc: $err";
-}
-
+# Checks that "sql" fails with SQLSTATE 55000 and a hint naming
+# shared_preload_libraries.  A session that dies (FATAL) fails the check
+# instead of ending the script.
 sub fails_55000
 {
 	my ($node, $sql, $what) = @_;
-	# psql, not safe_psql: a session that dies (FATAL) must fail the
-	# check, not end the script
-	my ($rc, $result, $err) = $node->psql('postgres',
-		'SELECT try($q$' . $sql . '$q$)');
-	diag "$what: psql exited with $rc: $err" if $rc != 0;
-	my ($state, $hint) = split /\|/, $result, 2;
-	is($state, '55000', "$what fails with SQLSTATE 55000");
-	like($hint // '', qr/shared_preload_libraries/,
+	my $r = psql_result($node, $sql);
+	diag "$what: psql exited with $r->{rc}: $r->{err}"
+	  if !defined $r->{sqlstate};
+	is($r->{sqlstate}, '55000', "$what fails with SQLSTATE 55000");
+	like($r->{hint} // '', qr/shared_preload_libraries/,
 		"$what: hint names shared_preload_libraries");
 }
 
@@ -65,7 +41,6 @@ is(query($plain, "LOAD 'stream_seq'"), '',
 my ($rc, $out, $err) = $plain->psql('postgres', 'CREATE EXTENSION stream_seq');
 is($rc, 0, 'CREATE EXTENSION works without shared_preload_libraries')
   or diag $err;
-$plain->safe_psql('postgres', $try_function);
 $plain->safe_psql('postgres', 'CREATE TABLE t (id int, payload text)');
 
 fails_55000($plain, q{SELECT stream_seq.enable('t')}, 'enable()');
@@ -82,25 +57,20 @@ SELECT (SELECT count(*) FROM stream_seq.stream)
 	'failed enable() left no catalog row, column or trigger');
 
 # The error text, as a user sees it in psql.
-($rc, $out, $err) = $plain->psql('postgres', q{SELECT stream_seq.enable('t')},
-	extra_params => [ '-v', 'VERBOSITY=verbose' ]);
-like($err, qr/ERROR:\s+55000: stream_seq must be loaded via "shared_preload_libraries"/,
+my $shown = psql_result($plain, q{SELECT stream_seq.enable('t')})->{err};
+like($shown, qr/ERROR:\s+55000: stream_seq must be loaded via "shared_preload_libraries"/,
 	'enable() error message as shown by psql');
-like($err, qr/HINT:.*shared_preload_libraries/, 'enable() hint as shown by psql');
+like($shown, qr/HINT:.*shared_preload_libraries/, 'enable() hint as shown by psql');
 $plain->stop;
 
 # A stream enabled while preloaded, then the server restarted without it.
-my $node = PostgreSQL::Test::Cluster->new('unloaded');
-$node->init;
-$node->append_conf('postgresql.conf', "shared_preload_libraries = 'stream_seq'");
-$node->start;
+my $node = new_node('unloaded');
 $node->safe_psql('postgres', q{
 CREATE EXTENSION stream_seq;
 CREATE TABLE s (id bigserial PRIMARY KEY, payload text);
 SELECT stream_seq.enable('s');
 INSERT INTO s (payload) SELECT 'before' FROM generate_series(1, 10);
 });
-$node->safe_psql('postgres', $try_function);
 my ($max_before) = $node->safe_psql('postgres', 'SELECT max(seq) FROM s');
 is($max_before, 10, 'stream numbered while preloaded');
 

@@ -31,16 +31,11 @@ use PostgreSQL::Test::Cluster;
 use PostgreSQL::Test::Utils;
 use Test::More;
 use Time::HiRes qw(usleep time);
+use StreamSeqTest;
 
-my $node = PostgreSQL::Test::Cluster->new('wait');
-$node->init;
 # restart_after_crash: should a backend crash in (g), the checks after it
 # still run (crashes are detected in the server log)
-$node->append_conf('postgresql.conf', qq{
-shared_preload_libraries = 'stream_seq'
-restart_after_crash = on
-});
-$node->start;
+my $node = new_node('wait', "restart_after_crash = on\n");
 
 $node->safe_psql('postgres', q{
 CREATE EXTENSION stream_seq;

@@ -25,34 +25,9 @@ use warnings;
 use PostgreSQL::Test::Cluster;
 use PostgreSQL::Test::Utils;
 use Test::More;
+use StreamSeqTest;
 
-my $node = PostgreSQL::Test::Cluster->new('dump_src');
-$node->init;
-$node->append_conf('postgresql.conf', "shared_preload_libraries = 'stream_seq'");
-$node->start;
-
-# Result of a query, or its error: psql, not safe_psql, so that a broken
-# restore fails the checks instead of ending the script.
-sub query
-{
-	my ($n, $db, $sql) = @_;
-	my ($rc, $out, $err) = $n->psql($db, $sql);
-	return "psql exited with $rc: $err" if $rc != 0;
-	# drop the empty lines that calls of void functions print
-	return join("\n", grep { $_ ne '' } split /\n/, $out);
-}
-
-# SQLSTATE of the error "sql" raises, or "ok".
-my $try_function = q{
-CREATE FUNCTION pg_temp.try(sql text) RETURNS text LANGUAGE plpgsql AS $$
-BEGIN
-    EXECUTE sql;
-    RETURN 'ok';
-EXCEPTION WHEN OTHERS THEN
-    RETURN SQLSTATE;
-END;
-$$;
-};
+my $node = new_node('dump_src');
 
 $node->safe_psql('postgres', q{
 CREATE ROLE app LOGIN;
@@ -106,49 +81,51 @@ my $dump = $node->basedir . '/src.dump';
 $node->command_ok([ 'pg_dump', '-Fc', '-f', $dump, '-d', 'src' ],
 	'pg_dump -Fc of the source database');
 
+# The checks of a restored copy, database "db" of node "n".  They use
+# query() and sqlstate(), not safe_psql, so that a broken restore fails the
+# checks instead of ending the script.
 sub check_restored
 {
 	my ($n, $db, $label) = @_;
 
-	is( query($n, $db, q{
+	is( query($n, q{
 SELECT stream::text, seq_column FROM stream_seq.streams
- ORDER BY stream::text COLLATE "C"}),
+ ORDER BY stream::text COLLATE "C"}, $db),
 		$streams_expected,
 		"$label: stream_seq.streams lists both streams with their columns");
-	is( query($n, $db, q{
+	is( query($n, q{
 SELECT string_agg(line, E'\n' ORDER BY line COLLATE "C") FROM
   (SELECT stream::text || '|' || consumer || '|' || position || '|' || owner::text AS line
-     FROM stream_seq.consumer) c}),
+     FROM stream_seq.consumer) c}, $db),
 		$consumers_expected,
 		"$label: consumers keep their positions and owners");
-	is( query($n, $db, q{
-SELECT stream_seq.position('ev', 'slow') || ',' || stream_seq.position('ev', 'fast')}),
+	is( query($n, q{
+SELECT stream_seq.position('ev', 'slow') || ',' || stream_seq.position('ev', 'fast')}, $db),
 		'3,10', "$label: position() of both consumers");
-	is(query($n, $db, q{SELECT string_agg(seq::text, ',' ORDER BY seq) FROM ev}),
+	is(query($n, q{SELECT string_agg(seq::text, ',' ORDER BY seq) FROM ev}, $db),
 		'1,2,3,4,5,6,7,8,9', "$label: the rows and their numbers are restored");
-	is( query($n, $db, q{
+	is( query($n, q{
 SELECT count(*) FROM pg_trigger
  WHERE tgname IN ('stream_seq_guard', 'stream_seq_assign')
-   AND tgrelid IN ('ev'::regclass, '"S"."Ev 2"'::regclass)}),
+   AND tgrelid IN ('ev'::regclass, '"S"."Ev 2"'::regclass)}, $db),
 		'4', "$label: both triggers of both streams are restored");
-	is( query($n, $db, q{
-SELECT string_agg(seq::text, ',' ORDER BY seq) FROM stream_seq.read('ev', 'slow', 100)}),
+	is( query($n, q{
+SELECT string_agg(seq::text, ',' ORDER BY seq) FROM stream_seq.read('ev', 'slow', 100)}, $db),
 		'4,5,6,7,8,9', "$label: read() for the slow consumer");
-	is( query($n, $db, q{SELECT count(*) FROM stream_seq.read('ev', 'fast', 100)}),
+	is( query($n, q{SELECT count(*) FROM stream_seq.read('ev', 'fast', 100)}, $db),
 		'0', "$label: read() for the fast consumer finds nothing yet");
 	if ($has_trim)
 	{
-		is(query($n, $db, q{SELECT stream_seq.first('"S"."Ev 2"')}),
+		is(query($n, q{SELECT stream_seq.first('"S"."Ev 2"')}, $db),
 			'2', "$label: where trimming left the stream's start is restored");
 	}
 
 	# hand-written numbers are refused
-	is( query($n, $db, $try_function
-			  . q{SELECT pg_temp.try('INSERT INTO ev (payload, seq) VALUES (''x'', 5)')}),
+	is( sqlstate($n, q{INSERT INTO ev (payload, seq) VALUES ('x', 5)}, $db),
 		'428C9', "$label: an INSERT that gives seq a value still fails with 428C9");
 
 	# new writes: numbered above everything handed out before the dump
-	is( query($n, $db, q{
+	is( query($n, q{
 INSERT INTO ev (payload) VALUES ('new 1');
 BEGIN;
 INSERT INTO ev (payload) SELECT 'new ' || g FROM generate_series(2, 4) g;
@@ -157,50 +134,50 @@ SET ROLE app;
 INSERT INTO ev (payload) VALUES ('new by app');
 RESET ROLE;
 INSERT INTO "S"."Ev 2" (k, payload) VALUES (4, 'new');
-}),
+}, $db),
 		'', "$label: inserts into the restored streams succeed");
-	is( query($n, $db, qq{
+	is( query($n, qq{
 SELECT count(*) || ',' || count(seq) || ',' || count(DISTINCT seq) || ',' ||
        bool_and(seq > $old_head)
-  FROM ev WHERE payload LIKE 'new%'}),
+  FROM ev WHERE payload LIKE 'new%'}, $db),
 		'5,5,5,true',
 		"$label: new rows are numbered, distinct, above the old head ($old_head)");
-	is( query($n, $db, q{SELECT count(*) = count(DISTINCT seq) FROM ev}),
+	is( query($n, q{SELECT count(*) = count(DISTINCT seq) FROM ev}, $db),
 		't', "$label: no duplicate numbers in ev");
-	is( query($n, $db, q{
-SELECT bool_and(n > 3) FROM "S"."Ev 2" WHERE payload = 'new'}),
+	is( query($n, q{
+SELECT bool_and(n > 3) FROM "S"."Ev 2" WHERE payload = 'new'}, $db),
 		't', "$label: new row of the second stream numbered above its old ones");
-	is( query($n, $db, q{
+	is( query($n, q{
 SELECT stream_seq.horizon('ev') = stream_seq.head('ev') + 1
-   AND stream_seq.head('ev') = (SELECT max(seq) FROM ev)}),
+   AND stream_seq.head('ev') = (SELECT max(seq) FROM ev)}, $db),
 		't', "$label: horizon is head + 1, head is the newest number");
 
 	# consumers move on from where they were
-	is( query($n, $db, q{
+	is( query($n, q{
 SELECT string_agg(seq::text, ',' ORDER BY seq) = '4,5,6,7,8,9,' ||
        (SELECT string_agg(seq::text, ',' ORDER BY seq) FROM ev WHERE payload LIKE 'new%')
-  FROM stream_seq.read('ev', 'slow', 100)}),
+  FROM stream_seq.read('ev', 'slow', 100)}, $db),
 		't', "$label: read() for the slow consumer returns old and new rows in order");
-	is( query($n, $db, q{
-SELECT count(*) FROM stream_seq.read('ev', 'fast', 100)}),
+	is( query($n, q{
+SELECT count(*) FROM stream_seq.read('ev', 'fast', 100)}, $db),
 		'5', "$label: read() for the fast consumer returns the 5 new rows");
-	is( query($n, $db, q{
+	is( query($n, q{
 SELECT stream_seq.wait('ev', stream_seq.position('ev', 'fast'), '5 s')
-       = stream_seq.horizon('ev')}),
+       = stream_seq.horizon('ev')}, $db),
 		't', "$label: wait() for the fast consumer returns at once");
-	is( query($n, $db, q{
+	is( query($n, q{
 SELECT stream_seq.advance('ev', 'fast', (SELECT max(seq) FROM ev));
-SELECT stream_seq.position('ev', 'fast') = (SELECT max(seq) FROM ev)}),
+SELECT stream_seq.position('ev', 'fast') = (SELECT max(seq) FROM ev)}, $db),
 		't', "$label: advance() works after the restore");
-	is( query($n, $db, q{
+	is( query($n, q{
 SET ROLE app;
 SELECT stream_seq.advance('ev', 'slow', 9);
-SELECT stream_seq.position('ev', 'slow')}),
+SELECT stream_seq.position('ev', 'slow')}, $db),
 		'9', "$label: the restored owner of a consumer can advance it");
 	# lag counts numbers, not rows: the new rows start a fresh block
-	is( query($n, $db, q{
+	is( query($n, q{
 SELECT lag = stream_seq.horizon('ev') - 1 - 9 AND lag > 0
-  FROM stream_seq.consumers WHERE consumer = 'slow'}),
+  FROM stream_seq.consumers WHERE consumer = 'slow'}, $db),
 		't', "$label: stream_seq.consumers shows the lag up to the horizon");
 }
 
@@ -248,10 +225,7 @@ $node->command_ok(
 check_restored($node, 'restored_2', 'schema then data');
 
 # --- a new cluster
-my $dst = PostgreSQL::Test::Cluster->new('dump_dst');
-$dst->init;
-$dst->append_conf('postgresql.conf', "shared_preload_libraries = 'stream_seq'");
-$dst->start;
+my $dst = new_node('dump_dst');
 $dst->safe_psql('postgres', q{
 CREATE ROLE app LOGIN;
 CREATE DATABASE restored OWNER app;
@@ -262,12 +236,12 @@ check_restored($dst, 'restored', 'new cluster');
 
 # and the restored copy survives a restart of the new cluster
 $dst->restart;
-is( query($dst, 'restored', q{
+is( query($dst, q{
 INSERT INTO ev (payload) VALUES ('after restart');
 SELECT count(*) = count(DISTINCT seq) AND
        (SELECT seq FROM ev WHERE payload = 'after restart') =
        (SELECT max(seq) FROM ev)
-  FROM ev}),
+  FROM ev}, 'restored'),
 	't', 'new cluster: after a restart, numbering continues above, no duplicates');
 
 $dst->stop;

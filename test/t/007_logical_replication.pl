@@ -46,33 +46,19 @@ use PostgreSQL::Test::Cluster;
 use PostgreSQL::Test::Utils;
 use Test::More;
 use Time::HiRes qw(usleep);
+use StreamSeqTest;
 
-my $conf = "shared_preload_libraries = 'stream_seq'\n"
-  # retry failed apply and sync workers quickly
-  . "wal_retrieve_retry_interval = 100ms\n";
+# retry failed apply and sync workers quickly
+my $conf = "wal_retrieve_retry_interval = 100ms\n";
 
-my $pub = PostgreSQL::Test::Cluster->new('publisher');
-$pub->init(allows_streaming => 'logical');
-$pub->append_conf('postgresql.conf', $conf);
-$pub->start;
-
-my $sub = PostgreSQL::Test::Cluster->new('subscriber');
-$sub->init;
-$sub->append_conf('postgresql.conf', $conf);
-$sub->start;
+my $pub = new_node('publisher', $conf, allows_streaming => 'logical');
+my $sub = new_node('subscriber', $conf);
 
 my $pub_connstr = $pub->connstr . ' dbname=postgres';
 
-# Result of a query, or its error (with SQLSTATE): psql, not safe_psql, so
-# that a failure is reported by the check instead of ending the script.
-sub query
-{
-	my ($node, $sql) = @_;
-	my ($rc, $out, $err) =
-	  $node->psql('postgres', "\\set VERBOSITY verbose\n" . $sql);
-	return "ERROR (psql exited with $rc): $err" if $rc != 0;
-	return join("\n", grep { $_ ne '' } split /\n/, $out);
-}
+# query() and psql_result(), not safe_psql, where a statement may fail:
+# the check then reports the failure (with its SQLSTATE) instead of the
+# script ending.
 
 # The rows of a table as text, in id order (or payload order without id).
 sub rows
@@ -268,7 +254,7 @@ is($pub->safe_psql('postgres', q{SELECT count(*) FROM nopk WHERE payload LIKE 'n
 
 # If the publisher did commit, see what the subscriber made of it (bounded
 # wait: with disable_on_error the failing subscription turns itself off).
-if ($result !~ /^ERROR/)
+if ($result !~ /^psql exited/)
 {
 	$sub->poll_query_until('postgres',
 		q{SELECT count(*) = 1 FROM nopk WHERE payload LIKE 'new%'
@@ -300,11 +286,10 @@ CREATE TABLE ins_only (id bigserial PRIMARY KEY, payload text);
 SELECT stream_seq.enable('ins_only');
 CREATE PUBLICATION pub_ins FOR TABLE ins_only WITH (publish = 'insert');
 });
-my ($ins_rc, $ins_out, $ins_err) = $pub->psql('postgres',
-	q{INSERT INTO ins_only (payload) VALUES ('one'), ('two')},
-	extra_params => [ '-v', 'VERBOSITY=verbose' ]);
-isnt($ins_rc, 0, "publish = 'insert': the insert fails");
-like($ins_err, qr/55000: stream table "ins_only" is published without updates/,
+my $ins = psql_result($pub,
+	q{INSERT INTO ins_only (payload) VALUES ('one'), ('two')});
+isnt($ins->{rc}, 0, "publish = 'insert': the insert fails");
+like($ins->{err}, qr/55000: stream table "ins_only" is published without updates/,
 	"publish = 'insert': ... with 55000 naming the table");
 is($pub->safe_psql('postgres', 'SELECT count(*) FROM ins_only'), '0',
 	"publish = 'insert': nothing was committed");

@@ -1,19 +1,19 @@
-# Shared memory is bounded: with stream_seq.max_streams = 2, a third stream
-# in use gets a clear error (SQLSTATE 53400) and changes nothing; disabling
-# or dropping a stream frees its slot for another.
+
+# Copyright (c) stream_seq contributors
+#
+# 008_limits.pl: shared memory is bounded: with stream_seq.max_streams = 2,
+# a third stream in use gets a clear error (SQLSTATE 53400) and changes
+# nothing; disabling or dropping a stream frees its slot for another.
+
 use strict;
 use warnings;
+
 use PostgreSQL::Test::Cluster;
 use PostgreSQL::Test::Utils;
 use Test::More;
+use StreamSeqTest;
 
-my $node = PostgreSQL::Test::Cluster->new('limits');
-$node->init;
-$node->append_conf('postgresql.conf', q{
-shared_preload_libraries = 'stream_seq'
-stream_seq.max_streams = 2
-});
-$node->start;
+my $node = new_node('limits', "stream_seq.max_streams = 2\n");
 $node->safe_psql('postgres', q{
 CREATE EXTENSION stream_seq;
 CREATE TABLE a (x int); CREATE TABLE b (x int); CREATE TABLE c (x int);
@@ -23,11 +23,10 @@ SELECT stream_seq.enable('b');
 is($node->safe_psql('postgres', 'SHOW stream_seq.max_streams'), '2',
 	'the setting is defined when preloaded');
 
-my ($rc, $out, $err) = $node->psql('postgres', q{SELECT stream_seq.enable('c')},
-	extra_params => [ '-v', 'VERBOSITY=verbose' ]);
-isnt($rc, 0, 'a third stream is refused');
-like($err, qr/53400: too many stream tables in use/, '... with 53400');
-like($err, qr/HINT:  Increase "stream_seq.max_streams"/, '... and a hint naming the setting');
+my $third = psql_result($node, q{SELECT stream_seq.enable('c')});
+isnt($third->{rc}, 0, 'a third stream is refused');
+like($third->{err}, qr/53400: too many stream tables in use/, '... with 53400');
+like($third->{err}, qr/HINT:  Increase "stream_seq.max_streams"/, '... and a hint naming the setting');
 is( $node->safe_psql('postgres', q{
 	SELECT (SELECT count(*) FROM stream_seq.stream WHERE relid = 'c'::regclass)
 	     + (SELECT count(*) FROM pg_trigger WHERE tgrelid = 'c'::regclass)

@@ -25,48 +25,27 @@ use warnings;
 use PostgreSQL::Test::Cluster;
 use PostgreSQL::Test::Utils;
 use Test::More;
+use StreamSeqTest;
 
-my $node = PostgreSQL::Test::Cluster->new('renumbering');
-$node->init;
-$node->append_conf('postgresql.conf', q{
-shared_preload_libraries = 'stream_seq'
-});
-$node->start;
+# Checks use query(), not safe_psql, so that a refused statement fails the
+# checks instead of ending the script.
+my $node = new_node('renumbering');
 $node->safe_psql('postgres', 'CREATE EXTENSION stream_seq');
-
-# Result of a query, or its error: psql, not safe_psql, so that a refused
-# statement fails the checks instead of ending the script.
-sub query
-{
-	my ($sql) = @_;
-	my ($rc, $out, $err) = $node->psql('postgres', $sql);
-	return "psql exited with $rc: $err" if $rc != 0;
-	# drop the empty lines that calls of void functions print
-	return join("\n", grep { $_ ne '' } split /\n/, $out);
-}
 
 # The numbers of a table, in order, comma-separated.
 sub numbers
 {
 	my ($table) = @_;
-	return query("SELECT string_agg(seq::text, ',' ORDER BY seq) FROM $table");
+	return query($node, "SELECT string_agg(seq::text, ',' ORDER BY seq) FROM $table");
 }
 
 # Insert one row in its own transaction and return its number.
 sub insert_one
 {
 	my ($table, $payload) = @_;
-	my $out = query(qq{INSERT INTO $table (payload) VALUES ('$payload');
+	my $out = query($node, qq{INSERT INTO $table (payload) VALUES ('$payload');
 SELECT max(seq) FROM $table WHERE payload = '$payload'});
 	return $out eq '' ? 'no number' : $out;
-}
-
-# Stop (in "mode") and start the server.
-sub restart
-{
-	my ($mode) = @_;
-	$node->stop($mode);
-	$node->start;
 }
 
 ###########################################################################
@@ -92,13 +71,13 @@ INSERT INTO $t (payload) SELECT 'first' FROM generate_series(1, 10);
 	$node->safe_psql('postgres', qq{DELETE FROM $t WHERE seq >= 16});
 	is(numbers($t), join(',', 11 .. 15), "truncate, $mode: rows 16-20 deleted");
 
-	restart($mode);
+	stop_start($node, $mode);
 
 	my $n = insert_one($t, 'after restart');
 	like($n, qr/^\d+$/, "truncate, $mode: the row inserted after the restart has a number");
 	cmp_ok($n, '>', 20,
 		"truncate, $mode: after the restart, the new number is above every number handed out (20)");
-	is(query("SELECT count(*) - count(DISTINCT seq) FROM $t"), '0',
+	is(query($node, "SELECT count(*) - count(DISTINCT seq) FROM $t"), '0',
 		"truncate, $mode: no number twice in the table");
 }
 
@@ -129,7 +108,7 @@ SELECT stream_seq.enable('$t');
 INSERT INTO $t (payload) SELECT 'a' FROM generate_series(1, 6);
 INSERT INTO $t (payload) SELECT 'b' FROM generate_series(1, 4);
 });
-		$old_head{$t} = query(qq{SELECT stream_seq.head('$t')});
+		$old_head{$t} = query($node, qq{SELECT stream_seq.head('$t')});
 		is($old_head{$t}, '10', "disable/enable, $how, $mode: head() is 10 before");
 		my $sql = $removal{$how}[0];
 		$sql =~ s/%s/$t/g;
@@ -165,7 +144,7 @@ COMMIT;});
 		(my $stop = $mode) =~ s/^restart_//;
 		$node->safe_psql('postgres', qq{SELECT stream_seq.disable('$_')})
 		  foreach @tables;
-		restart($stop);
+		stop_start($node, $stop);
 		$node->safe_psql('postgres', qq{SELECT stream_seq.enable('$_')})
 		  foreach @tables;
 	}
@@ -177,13 +156,13 @@ foreach my $mode (@modes)
 	foreach my $how (sort keys %removal)
 	{
 		my $t = "de_${how}_$mode";
-		is(query(qq{SELECT count(*) FROM stream_seq.streams WHERE stream = '$t'::regclass}),
+		is(query($node, qq{SELECT count(*) FROM stream_seq.streams WHERE stream = '$t'::regclass}),
 			'1', "disable/enable, $how, $mode: a stream again");
 		my $n = insert_one($t, 'after enable');
 		like($n, qr/^\d+$/, "disable/enable, $how, $mode: the new row has a number");
 		cmp_ok($n, '>', $old_head{$t},
 			"disable/enable, $how, $mode: new number above the head before disable() ($old_head{$t})");
-		is(query(qq{SELECT string_agg(seq::text, ',' ORDER BY seq) FROM $t
+		is(query($node, qq{SELECT string_agg(seq::text, ',' ORDER BY seq) FROM $t
                      WHERE payload <> 'after enable'}),
 			$removal{$how}[1], "disable/enable, $how, $mode: kept rows keep their numbers");
 	}
@@ -200,7 +179,7 @@ INSERT INTO m (payload) SELECT 'old' FROM generate_series(1, 5);
 DELETE FROM m WHERE seq = 5;
 ALTER TABLE m ALTER COLUMN seq DROP DEFAULT, ALTER COLUMN seq DROP NOT NULL;
 });
-is(query(q{SELECT stream_seq.enable('m', 'seq')}), '', 'bigserial: enable() succeeds');
+is(query($node, q{SELECT stream_seq.enable('m', 'seq')}), '', 'bigserial: enable() succeeds');
 is(numbers('m'), '1,2,3,4', 'bigserial: existing values kept');
 {
 	my $n = insert_one('m', 'new');
@@ -215,7 +194,7 @@ CREATE TABLE m2 (seq bigserial PRIMARY KEY, payload text);
 INSERT INTO m2 (payload) SELECT 'old' FROM generate_series(1, 5);
 DELETE FROM m2 WHERE seq = 5;
 });
-is( query(q{
+is( query($node, q{
 ALTER TABLE m2 DROP CONSTRAINT m2_pkey, ALTER COLUMN seq DROP DEFAULT,
   ALTER COLUMN seq DROP NOT NULL;
 SELECT stream_seq.enable('m2', 'seq');}),
@@ -227,7 +206,7 @@ is(numbers('m2'), '1,2,3,4', 'bigserial primary key: existing values kept');
 	cmp_ok($n, '>', 5,
 		"bigserial primary key: new number above the old sequence's last value (5), whose row was deleted");
 }
-is(query(q{SELECT count(*) - count(DISTINCT seq) FROM m2}), '0',
+is(query($node, q{SELECT count(*) - count(DISTINCT seq) FROM m2}), '0',
 	'bigserial primary key: no number twice');
 
 $node->stop;

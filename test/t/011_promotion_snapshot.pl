@@ -16,13 +16,9 @@ use warnings;
 use PostgreSQL::Test::Cluster;
 use PostgreSQL::Test::Utils;
 use Test::More;
+use StreamSeqTest;
 
-my $primary = PostgreSQL::Test::Cluster->new('primary');
-$primary->init(allows_streaming => 1);
-$primary->append_conf('postgresql.conf', q{
-shared_preload_libraries = 'stream_seq'
-});
-$primary->start;
+my $primary = new_node('primary', '', allows_streaming => 1);
 $primary->safe_psql('postgres', q{
 CREATE EXTENSION stream_seq;
 CREATE TABLE t (payload text);
@@ -32,11 +28,7 @@ INSERT INTO t (payload) VALUES ('one');
 is($primary->safe_psql('postgres', q{SELECT string_agg(seq::text, ',') FROM t}),
 	'1', 'primary: the first row is numbered 1');
 
-$primary->backup('standby_backup');
-my $standby = PostgreSQL::Test::Cluster->new('standby');
-$standby->init_from_backup($primary, 'standby_backup', has_streaming => 1);
-$standby->start;
-$primary->wait_for_catchup($standby, 'replay');
+my $standby = new_standby($primary, 'standby');
 
 # A REPEATABLE READ transaction on the standby takes its snapshot now.
 my $session = $standby->background_psql('postgres', on_error_stop => 0);

@@ -21,18 +21,10 @@ use warnings;
 use PostgreSQL::Test::Cluster;
 use PostgreSQL::Test::Utils;
 use Test::More;
+use StreamSeqTest;
 
-my $node = PostgreSQL::Test::Cluster->new('statement');
-$node->init;
-$node->append_conf('postgresql.conf', qq{
-shared_preload_libraries = 'stream_seq'
 # Asynchronous commits stay unflushed until the test flushes the WAL.
-wal_writer_delay = 10000ms
-autovacuum = off
-bgwriter_lru_maxpages = 0
-checkpoint_timeout = 1h
-});
-$node->start;
+my $node = new_node('statement', slow_wal_conf());
 
 $node->safe_psql('postgres', q{
 CREATE EXTENSION stream_seq;

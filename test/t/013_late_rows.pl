@@ -17,6 +17,7 @@ use warnings;
 use PostgreSQL::Test::Cluster;
 use PostgreSQL::Test::Utils;
 use Test::More;
+use StreamSeqTest;
 
 # The module: on pre-commit, insert one row into the table named by the
 # setting late_insert.target, if set.
@@ -75,10 +76,7 @@ my $built = IPC::Run::run([ 'gcc', '-shared', '-fPIC', "-I$incdir",
 	'>', \$stdout, '2>', \$stderr);
 ok($built, 'the test module builds') or diag $stderr;
 
-my $node = PostgreSQL::Test::Cluster->new('late');
-$node->init;
-$node->append_conf('postgresql.conf', "shared_preload_libraries = 'stream_seq'\n");
-$node->start;
+my $node = new_node('late');
 $node->safe_psql('postgres', q{
 CREATE EXTENSION stream_seq;
 CREATE TABLE t (id bigserial PRIMARY KEY, payload text);
@@ -86,17 +84,12 @@ SELECT stream_seq.enable('t');
 CREATE TABLE other (x int);
 });
 
-# Runs "sql" in a session that set late_insert.target; returns the SQLSTATE
-# of its error, or 'committed'.
+# Runs "sql" in a session that ran "load" and set late_insert.target;
+# returns the SQLSTATE of its error, or 'ok'.
 sub late_commit
 {
 	my ($load, $sql) = @_;
-	my ($out, $err) = ('', '');
-	$node->psql('postgres',
-		"\\set VERBOSITY verbose\n${load}SET late_insert.target = 't';\n$sql",
-		stdout => \$out, stderr => \$err);
-	note $err if $err;
-	return $err =~ /ERROR:  (\w{5}):/ ? $1 : 'committed';
+	return sqlstate($node, "${load}SET late_insert.target = 't';\n$sql");
 }
 
 sub check_table
