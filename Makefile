@@ -18,7 +18,6 @@ ISOLATION      = $(basename $(notdir $(wildcard test/specs/*.spec)))
 ISOLATION_OPTS = --inputdir=test --outputdir=. --load-extension=$(EXTENSION)
 TAP_TESTS      = 1
 PROVE_TESTS    = test/t/*.pl
-PROVE_FLAGS   += -I ./test/perl
 ifndef TEST_EXISTING_SERVER
 REGRESS_OPTS   += --temp-instance=./tmp_check --temp-config=test/$(EXTENSION).conf
 ISOLATION_OPTS += --temp-instance=./tmp_check_iso --temp-config=test/$(EXTENSION).conf
@@ -32,6 +31,8 @@ PG_CONFIG ?= $(firstword $(wildcard /usr/lib/postgresql/15/bin/pg_config) pg_con
 PGXS := $(shell $(PG_CONFIG) --pgxs 2>/dev/null)
 ifneq ($(PGXS),)
 include $(PGXS)
+# after the include, which resets it: the TAP tests' shared helpers
+PROVE_FLAGS += -I ./test/perl
 else ifneq ($(filter-out test demo bench check-valgrind,$(or $(MAKECMDGOALS),all)),)
 # "make test", "make demo", "make bench" and "make check-valgrind" install
 # the build dependencies themselves, so they work before pg_config exists.
