@@ -73,6 +73,10 @@ CREATE FUNCTION stream_seq.trim(stream regclass, before bigint,
 COMMENT ON FUNCTION stream_seq.trim(regclass, bigint, boolean) IS
   'delete the rows numbered below "before"; returns how many';
 
+CREATE OR REPLACE FUNCTION stream_seq.first(stream regclass) RETURNS bigint
+  AS 'MODULE_PATHNAME', 'stream_seq_first'
+  LANGUAGE C STRICT STABLE;
+
 DROP FUNCTION stream_seq._register(regclass, name, regclass, bigint);
 DROP FUNCTION stream_seq._register_stream(regclass, name, regclass, bigint);
 DROP FUNCTION stream_seq._unregister(regclass);

@@ -93,21 +93,8 @@ COMMENT ON FUNCTION stream_seq.head(regclass) IS
   'highest number handed out so far';
 
 CREATE FUNCTION stream_seq.first(stream regclass) RETURNS bigint
-  LANGUAGE plpgsql STABLE
-  SET search_path = pg_catalog, pg_temp
-AS $$
-DECLARE
-    result bigint;
-BEGIN
-    SELECT s.trimmed_before INTO result FROM stream_seq.stream s WHERE s.relid = stream;
-    IF NOT FOUND THEN
-        RAISE EXCEPTION 'table "%" is not a stream table', stream
-          USING ERRCODE = 'wrong_object_type',
-                HINT = 'Use stream_seq.enable() to make it one.';
-    END IF;
-    RETURN result;
-END;
-$$;
+  AS 'MODULE_PATHNAME', 'stream_seq_first'
+  LANGUAGE C STRICT STABLE;
 COMMENT ON FUNCTION stream_seq.first(regclass) IS
   'where the retained stream starts: rows below it were trimmed';
 

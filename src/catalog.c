@@ -30,6 +30,7 @@
 #include "catalog/pg_sequence.h"
 #include "catalog/pg_type.h"
 #include "executor/spi.h"
+#include "fmgr.h"
 #include "miscadmin.h"
 #include "storage/procarray.h"
 #include "utils/builtins.h"
@@ -44,6 +45,8 @@
 #include "utils/syscache.h"
 
 #include "stream_seq.h"
+
+PG_FUNCTION_INFO_V1(stream_seq_first);
 
 /* Column numbers of stream_seq.stream. */
 #define Anum_stream_relid		1
@@ -394,6 +397,25 @@ reclaim_slots(void)
 }
 
 /*
+ * report_not_stream
+ *		The error for a table that is not a stream (or does not exist).
+ */
+static void
+report_not_stream(Oid relid)
+{
+	char	   *relname = get_rel_name(relid);
+
+	if (relname == NULL)
+		ereport(ERROR,
+				(errcode(ERRCODE_UNDEFINED_TABLE),
+				 errmsg("relation with OID %u does not exist", relid)));
+	ereport(ERROR,
+			(errcode(ERRCODE_WRONG_OBJECT_TYPE),
+			 errmsg("table \"%s\" is not a stream table", relname),
+			 errhint("Use stream_seq.enable() to make it one.")));
+}
+
+/*
  * stream_lookup
  *		The backend's handle on stream "relid", loaded from the catalog and
  *		attached to its shared slot if not cached.  A table that is not a
@@ -416,18 +438,9 @@ stream_lookup(Oid relid, bool missing_ok)
 
 	if (!scan_catalog_row(relid, ref))
 	{
-		char	   *relname = get_rel_name(relid);
-
 		if (missing_ok)
 			return NULL;
-		if (relname == NULL)
-			ereport(ERROR,
-					(errcode(ERRCODE_UNDEFINED_TABLE),
-					 errmsg("relation with OID %u does not exist", relid)));
-		ereport(ERROR,
-				(errcode(ERRCODE_WRONG_OBJECT_TYPE),
-				 errmsg("table \"%s\" is not a stream table", relname),
-				 errhint("Use stream_seq.enable() to make it one.")));
+		report_not_stream(relid);
 	}
 	if (!stream_slot_attach(ref) &&
 		(reclaim_slots() == 0 || !stream_slot_attach(ref)))
@@ -667,6 +680,22 @@ stream_catalog_record_start(Oid relid, int64 first)
 	stream_catalog_exec("UPDATE stream_seq.stream "
 						"SET trimmed_before = greatest(trimmed_before, $2) "
 						"WHERE relid = $1", 2, argtypes, values, NULL, 0, NULL);
+}
+
+/*
+ * stream_seq_first
+ *		SQL: first(stream regclass) RETURNS bigint: where the retained
+ *		stream starts; numbers below it were trimmed or truncated.  Reads
+ *		only the catalog, so it works without the library preloaded too.
+ */
+Datum
+stream_seq_first(PG_FUNCTION_ARGS)
+{
+	Oid			relid = PG_GETARG_OID(0);
+
+	if (!stream_catalog_has(relid))
+		report_not_stream(relid);
+	PG_RETURN_INT64(stream_catalog_first(relid));
 }
 
 /*
