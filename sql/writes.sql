@@ -129,6 +129,39 @@ PREPARE TRANSACTION 'stream_update';
 COMMIT PREPARED 'stream_update';
 SELECT payload FROM w WHERE id = 2;
 
+-- indexes of every kind get the numbered version: an exclusion constraint
+-- and a unique index on other columns (not checked again: their key did
+-- not change), and indexes over the stream column (checked: their key did)
+CREATE TABLE wx (id int, tag text, seq bigint, EXCLUDE USING btree (id WITH =));
+CREATE UNIQUE INDEX wx_tag ON wx (tag);
+CREATE UNIQUE INDEX wx_seq_mod ON wx ((seq % 1000)) WHERE seq IS NOT NULL;
+CREATE INDEX wx_tag_seq ON wx (tag, seq);
+SELECT stream_seq.enable('wx');
+INSERT INTO wx (id, tag) VALUES (1, 'a'), (2, 'b');
+BEGIN;
+INSERT INTO wx (id, tag) VALUES (3, 'c');
+UPDATE wx SET tag = 'c2' WHERE id = 3;
+COMMIT;
+SET enable_seqscan = off;
+SELECT id, tag, seq FROM wx WHERE id = 3;
+SELECT id, tag, seq FROM wx WHERE tag = 'b';
+SELECT id, tag, seq FROM wx WHERE seq % 1000 = 3;
+SELECT id, tag, seq FROM wx WHERE tag = 'a' AND seq = 1;
+RESET enable_seqscan;
+INSERT INTO wx (id, tag) VALUES (1, 'dup');
+\echo :LAST_ERROR_SQLSTATE
+-- an index over the stream column is checked at commit: a number written
+-- then collides with a row that came in with one of its own (enable()
+-- kept it), and the commit fails
+SELECT stream_seq.disable('wx');
+INSERT INTO wx (id, tag, seq) VALUES (10, 'old', 1004), (12, 'five', 5);
+SELECT stream_seq.enable('wx');
+INSERT INTO wx (id, tag) VALUES (11, 'new');
+\echo :LAST_ERROR_SQLSTATE
+SELECT count(*) FROM wx WHERE id = 11;
+SELECT stream_seq.disable('wx');
+DROP TABLE wx;
+
 -- the stream view
 SELECT stream, seq_column, head, horizon = head + 1 AS idle, committing
   FROM stream_seq.streams ORDER BY stream::text;

@@ -16,7 +16,8 @@
  *	  reservation is given back.
  *
  * The row is rewritten with table_tuple_update and index insertion only:
- * no SPI, no user triggers, no executor per row.
+ * no SPI, no user triggers, no executor per row, and no uniqueness check
+ * for indexes whose key the number does not change.
  *
  * The transaction's state follows savepoints: whether a disabled or
  * dropped stream's shared slot is freed is decided at pre-commit from the
@@ -41,7 +42,10 @@
 #include "catalog/pg_publication.h"
 #include "commands/async.h"
 #include "commands/trigger.h"
+#include "access/genam.h"
+#include "catalog/index.h"
 #include "executor/executor.h"
+#include "optimizer/optimizer.h"
 #include "fmgr.h"
 #include "miscadmin.h"
 #include "utils/acl.h"
@@ -81,6 +85,8 @@ typedef struct XactStream
 	ResultRelInfo *rri;
 	TupleTableSlot *newslot;
 	TupleTableSlot *fetchslot;
+	bool	   *key_changes;	/* per index: it covers the stream column */
+	ExprState **predicates;		/* per partial index, prepared on first use */
 } XactStream;
 
 /* Per-transaction state, in TopTransactionContext; NULL when idle. */
@@ -257,13 +263,37 @@ take_number(XactStream *xs)
 }
 
 /*
+ * index_covers_column
+ *		Whether an index's key, expressions or predicate use column
+ *		"attnum": only such an index sees its key change when the number is
+ *		written.
+ */
+static bool
+index_covers_column(IndexInfo *info, AttrNumber attnum)
+{
+	Bitmapset  *attrs = NULL;
+	int			i;
+
+	for (i = 0; i < info->ii_NumIndexAttrs; i++)
+	{
+		if (info->ii_IndexAttrNumbers[i] == attnum)
+			return true;
+	}
+	pull_varattnos((Node *) info->ii_Expressions, 1, &attrs);
+	pull_varattnos((Node *) info->ii_Predicate, 1, &attrs);
+	return bms_is_member(attnum - FirstLowInvalidHeapAttributeNumber, attrs);
+}
+
+/*
  * open_writer
  *		Executor state for writing numbers into rows, made once per
  *		transaction and stream and closed in the pre-commit callback.  Its
  *		relation, index and tuple descriptor references belong to the top
  *		transaction: under SET CONSTRAINTS ... IMMEDIATE the trigger fires
  *		inside a statement or subtransaction that ends before the writer is
- *		closed.
+ *		closed.  Notes which indexes cover the stream column: the others
+ *		get a new entry with the key they already have (see
+ *		insert_index_entries).
  */
 static void
 open_writer(XactStream *xs, Relation trigrel)
@@ -271,31 +301,21 @@ open_writer(XactStream *xs, Relation trigrel)
 	MemoryContext oldcxt = MemoryContextSwitchTo(TopTransactionContext);
 	ResourceOwner oldowner = CurrentResourceOwner;
 	Relation	rel;
-	RangeTblEntry *rte;
+	int			i;
 
 	CurrentResourceOwner = TopTransactionResourceOwner;
 	rel = table_open(RelationGetRelid(trigrel), RowExclusiveLock);
 
-	/*
-	 * A range table entry saying that only the stream column changes lets
-	 * index insertion tell the other indexes (a primary key, say) that
-	 * their key did not change, so that btree deletes the old versions'
-	 * entries bottom-up instead of splitting pages.
-	 */
-	rte = makeNode(RangeTblEntry);
-	rte->rtekind = RTE_RELATION;
-	rte->relid = RelationGetRelid(rel);
-	rte->relkind = rel->rd_rel->relkind;
-	rte->rellockmode = RowExclusiveLock;
-	rte->updatedCols = bms_make_singleton(xs->ref->seq_attnum -
-										  FirstLowInvalidHeapAttributeNumber);
-
 	xs->estate = CreateExecutorState();
 	xs->estate->es_output_cid = GetCurrentCommandId(true);
-	ExecInitRangeTable(xs->estate, list_make1(rte));
 	xs->rri = makeNode(ResultRelInfo);
 	InitResultRelInfo(xs->rri, rel, 1, NULL, 0);
 	ExecOpenIndices(xs->rri, false);
+	xs->key_changes = palloc0(sizeof(bool) * Max(xs->rri->ri_NumIndices, 1));
+	xs->predicates = palloc0(sizeof(ExprState *) * Max(xs->rri->ri_NumIndices, 1));
+	for (i = 0; i < xs->rri->ri_NumIndices; i++)
+		xs->key_changes[i] = index_covers_column(xs->rri->ri_IndexRelationInfo[i],
+												 xs->ref->seq_attnum);
 	xs->newslot = MakeSingleTupleTableSlot(RelationGetDescr(rel),
 										   &TTSOpsVirtual);
 	xs->fetchslot = table_slot_create(rel, NULL);
@@ -325,6 +345,87 @@ close_writer(XactStream *xs)
 }
 
 /*
+ * insert_index_entries
+ *		Index the new version of a numbered row.  An index that covers the
+ *		stream column gets its new key, checked as usual (unique, or an
+ *		exclusion constraint).  Every other index gets the key the row had
+ *		when it was inserted, which was checked then; no other transaction
+ *		can have taken it since, as the old version of this uncommitted row
+ *		still holds it.  So no uniqueness check is made for those, and they
+ *		are told that the key did not change, so that btree deletes the old
+ *		versions' entries bottom-up instead of splitting pages.  This is
+ *		ExecInsertIndexTuples with the check chosen per index.
+ */
+static void
+insert_index_entries(XactStream *xs, Relation rel, TupleTableSlot *slot)
+{
+	ResultRelInfo *rri = xs->rri;
+	ExprContext *econtext = GetPerTupleExprContext(xs->estate);
+	ItemPointer tid = &slot->tts_tid;
+	Datum		values[INDEX_MAX_KEYS];
+	bool		isnull[INDEX_MAX_KEYS];
+	int			i;
+
+	econtext->ecxt_scantuple = slot;
+	for (i = 0; i < rri->ri_NumIndices; i++)
+	{
+		Relation	index = rri->ri_IndexRelationDescs[i];
+		IndexInfo  *info = rri->ri_IndexRelationInfo[i];
+		IndexUniqueCheck check = UNIQUE_CHECK_NO;
+		bool		satisfied;
+
+		if (index == NULL || !info->ii_ReadyForInserts)
+			continue;
+		if (info->ii_Predicate != NIL)
+		{
+			if (xs->predicates[i] == NULL)
+			{
+				MemoryContext oldcxt = MemoryContextSwitchTo(TopTransactionContext);
+
+				xs->predicates[i] = ExecPrepareQual(info->ii_Predicate, xs->estate);
+				MemoryContextSwitchTo(oldcxt);
+			}
+			if (!ExecQual(xs->predicates[i], econtext))
+				continue;
+		}
+		FormIndexDatum(info, slot, xs->estate, values, isnull);
+		if (xs->key_changes[i] && index->rd_index->indisunique)
+			check = index->rd_index->indimmediate ? UNIQUE_CHECK_YES :
+				UNIQUE_CHECK_PARTIAL;
+		satisfied = index_insert(index, values, isnull, tid, rel, check,
+								 !xs->key_changes[i], info);
+		if (check == UNIQUE_CHECK_PARTIAL && !satisfied)
+			ereport(ERROR,
+					(errcode(ERRCODE_FEATURE_NOT_SUPPORTED),
+					 errmsg("stream table \"%s\" has a deferrable unique constraint",
+							RelationGetRelationName(rel)),
+					 errdetail("Deferrable unique constraints cannot be checked for the rows stream_seq numbers at commit.")));
+		if (xs->key_changes[i] && info->ii_ExclusionOps != NULL)
+			check_exclusion_constraint(rel, index, info, tid, values, isnull,
+									   xs->estate, false);
+	}
+}
+
+/*
+ * still_as_inserted
+ *		Whether the inserted version of a row is still the live one: this
+ *		transaction (not a subtransaction that rolled back) inserted it, and
+ *		nothing updated or deleted it since.  Read from the tuple header
+ *		without the buffer's lock: only this backend changes the header of
+ *		a tuple its transaction inserted and has not committed.  When in
+ *		doubt (an update rolled back to a savepoint, say) it answers false,
+ *		and live_version looks properly.
+ */
+static bool
+still_as_inserted(HeapTuple tuple)
+{
+	HeapTupleHeader header = tuple->t_data;
+
+	return (header->t_infomask & HEAP_XMAX_INVALID) != 0 &&
+		TransactionIdIsCurrentTransactionId(HeapTupleHeaderGetRawXmin(header));
+}
+
+/*
  * live_version
  *		The version of the inserted row that is live now, following updates
  *		made later in the transaction; NULL if the row was deleted or its
@@ -348,10 +449,64 @@ live_version(XactStream *xs, Relation rel, TupleTableSlot *inserted,
 }
 
 /*
+ * number_version
+ *		Write "number" into the live row version "row" at "tid" as a new
+ *		version.
+ */
+static void
+number_version(XactStream *xs, Relation rel, TupleTableSlot *row,
+			   ItemPointer tid, int64 number)
+{
+	AttrNumber	att = xs->ref->seq_attnum;
+	HeapTuple	htup;
+	TM_FailureData tmfd;
+	LockTupleMode lockmode;
+	bool		update_indexes;
+	TM_Result	result;
+
+	slot_getallattrs(row);
+	if (!row->tts_isnull[att - 1])
+		ereport(ERROR,
+				(errcode(ERRCODE_GENERATED_ALWAYS),
+				 errmsg("column \"%s\" of stream table \"%s\" was set by hand",
+						column_name(xs->ref), RelationGetRelationName(rel)),
+				 errdetail("Stream numbers are assigned by stream_seq when the inserting transaction commits.")));
+
+	/* the row must be visible to our update: it may be from this command */
+	htup = ExecFetchSlotHeapTuple(row, false, NULL);
+	if (HeapTupleHeaderGetCmin(htup->t_data) >= GetCurrentCommandId(false))
+		CommandCounterIncrement();
+
+	ExecClearTuple(xs->newslot);
+	memcpy(xs->newslot->tts_values, row->tts_values,
+		   sizeof(Datum) * row->tts_nvalid);
+	memcpy(xs->newslot->tts_isnull, row->tts_isnull,
+		   sizeof(bool) * row->tts_nvalid);
+	xs->newslot->tts_values[att - 1] = Int64GetDatum(number);
+	xs->newslot->tts_isnull[att - 1] = false;
+	ExecStoreVirtualTuple(xs->newslot);
+
+	result = table_tuple_update(rel, tid, xs->newslot,
+								GetCurrentCommandId(true), GetActiveSnapshot(),
+								InvalidSnapshot, true, &tmfd, &lockmode,
+								&update_indexes);
+	if (result != TM_Ok)
+		elog(ERROR, "could not write the number of a row of stream table \"%s\": %d",
+			 RelationGetRelationName(rel), (int) result);
+	if (update_indexes)
+		insert_index_entries(xs, rel, xs->newslot);
+	ResetPerTupleExprContext(xs->estate);
+	ExecClearTuple(xs->newslot);
+}
+
+/*
  * stream_seq_assign_trigger
  *		Deferred AFTER INSERT constraint trigger: write the row's number.
  *		Runs in the commit's deferred-trigger loop (or at statement end
- *		under SET CONSTRAINTS ... IMMEDIATE).
+ *		under SET CONSTRAINTS ... IMMEDIATE).  Usually the inserted version
+ *		is still the live one, which the tuple header says without a look
+ *		at the buffer; otherwise the live version is found first (or none,
+ *		and the row is skipped).
  */
 Datum
 stream_seq_assign_trigger(PG_FUNCTION_ARGS)
@@ -362,10 +517,6 @@ stream_seq_assign_trigger(PG_FUNCTION_ARGS)
 	XactStream *xs;
 	TupleTableSlot *row;
 	ItemPointerData tid;
-	HeapTuple	htup;
-	bool		update_indexes;
-	AttrNumber	att;
-	List	   *recheck;
 
 	if (!CALLED_AS_TRIGGER(fcinfo) ||
 		!TRIGGER_FIRED_AFTER(trigdata->tg_event) ||
@@ -382,50 +533,12 @@ stream_seq_assign_trigger(PG_FUNCTION_ARGS)
 		open_writer(xs, rel);
 
 	tid = trigdata->tg_trigtuple->t_self;
-	row = live_version(xs, rel, trigdata->tg_trigslot, &tid);
-	if (row == NULL)
-		return PointerGetDatum(NULL);
-
-	att = ref->seq_attnum;
-	slot_getallattrs(row);
-	if (!row->tts_isnull[att - 1])
-		ereport(ERROR,
-				(errcode(ERRCODE_GENERATED_ALWAYS),
-				 errmsg("column \"%s\" of stream table \"%s\" was set by hand",
-						column_name(ref), RelationGetRelationName(rel)),
-				 errdetail("Stream numbers are assigned by stream_seq when the inserting transaction commits.")));
-
-	/* the row must be visible to our update: it may be from this command */
-	htup = ExecFetchSlotHeapTuple(row, false, NULL);
-	if (HeapTupleHeaderGetCmin(htup->t_data) >= GetCurrentCommandId(false))
-		CommandCounterIncrement();
-
-	ExecClearTuple(xs->newslot);
-	memcpy(xs->newslot->tts_values, row->tts_values,
-		   sizeof(Datum) * row->tts_nvalid);
-	memcpy(xs->newslot->tts_isnull, row->tts_isnull,
-		   sizeof(bool) * row->tts_nvalid);
-	xs->newslot->tts_values[att - 1] = Int64GetDatum(take_number(xs));
-	xs->newslot->tts_isnull[att - 1] = false;
-	ExecStoreVirtualTuple(xs->newslot);
-
-	simple_table_tuple_update(rel, &tid, xs->newslot, GetActiveSnapshot(),
-							  &update_indexes);
-	if (update_indexes && xs->rri->ri_NumIndices > 0)
-	{
-		recheck = ExecInsertIndexTuples(xs->rri, xs->newslot, xs->estate,
-										true, false, NULL, NIL);
-		if (recheck != NIL)
-			ereport(ERROR,
-					(errcode(ERRCODE_FEATURE_NOT_SUPPORTED),
-					 errmsg("stream table \"%s\" has a deferrable unique constraint",
-							RelationGetRelationName(rel)),
-					 errdetail("Deferrable unique constraints cannot be checked for the rows stream_seq numbers at commit.")));
-	}
-	ResetPerTupleExprContext(xs->estate);
-	ExecClearTuple(xs->newslot);
+	row = trigdata->tg_trigslot;
+	if (!still_as_inserted(trigdata->tg_trigtuple))
+		row = live_version(xs, rel, row, &tid);
+	if (row != NULL)
+		number_version(xs, rel, row, &tid, take_number(xs));
 	ExecClearTuple(xs->fetchslot);	/* drop its buffer pin now */
-
 	return PointerGetDatum(NULL);
 }
 
