@@ -4,14 +4,14 @@ EXTENSION    = stream_seq
 MODULE_big   = stream_seq
 OBJS         = src/stream_seq.o src/shmem.o src/catalog.o src/counter.o \
                src/horizon.o src/assign.o src/lifecycle.o src/ddl.o \
-               src/retention.o src/consumer.o src/wait.o src/status.o \
-               src/compat.o
+               src/retention.o src/consumer.o src/group.o src/wait.o \
+               src/status.o src/compat.o
 DATA         = $(wildcard sql/$(EXTENSION)--*.sql)
 PGFILEDESC   = "stream_seq - gap-safe stream tables"
 
 # Regression suites (sql/NAME.sql, expected/NAME.out), in the order they
 # run: upgrade drops and recreates the extension, so it comes last.
-REGRESS        = enable writes horizon consumers lifecycle security \
+REGRESS        = enable writes horizon consumers groups lifecycle security \
                  ordinary_role upgrade
 # Isolation specs (test/specs/NAME.spec, expected/NAME.out).
 ISOLATION      = $(basename $(notdir $(wildcard test/specs/*.spec)))

@@ -159,15 +159,234 @@ SELECT h.stream, h.pid, h.xid, h.first_number, h.numbers, h.state,
 COMMENT ON VIEW stream_seq.holders IS
   'transactions holding the horizons of streams the caller may read back, longest first: committing, or committed and not yet flushed';
 
+-- Consumer groups (see src/group.c): slots of a consumer, leased to
+-- workers; rows set aside; explicit resets.
+ALTER TABLE stream_seq.consumer
+  ADD COLUMN slots integer CHECK (slots BETWEEN 1 AND 1024),
+  ADD COLUMN slot_index regclass,
+  ADD COLUMN slot_expr text,
+  ADD COLUMN reset_at timestamptz,
+  ADD COLUMN reset_by regrole,
+  ADD COLUMN reset_from bigint;
+
+CREATE TABLE stream_seq.consumer_slot (
+    stream regclass NOT NULL,
+    consumer text NOT NULL,
+    slot integer NOT NULL,
+    position bigint NOT NULL,
+    worker text,
+    token bigint NOT NULL DEFAULT 0,
+    lease_until timestamptz,
+    advanced_at timestamptz NOT NULL DEFAULT pg_catalog.now(),
+    reset_at timestamptz,
+    reset_by regrole,
+    reset_from bigint,
+    PRIMARY KEY (stream, consumer, slot),
+    FOREIGN KEY (stream, consumer) REFERENCES stream_seq.consumer ON DELETE CASCADE
+);
+COMMENT ON TABLE stream_seq.consumer_slot IS
+  'slots of consumer groups: position, the worker holding the lease, until when, and the fencing token';
+REVOKE ALL ON stream_seq.consumer_slot FROM PUBLIC;
+SELECT pg_catalog.pg_extension_config_dump('stream_seq.consumer_slot', '');
+
+CREATE TABLE stream_seq.consumer_worker (
+    stream regclass NOT NULL,
+    consumer text NOT NULL,
+    worker text NOT NULL,
+    alive_until timestamptz NOT NULL,
+    PRIMARY KEY (stream, consumer, worker),
+    FOREIGN KEY (stream, consumer) REFERENCES stream_seq.consumer ON DELETE CASCADE
+);
+COMMENT ON TABLE stream_seq.consumer_worker IS
+  'workers of consumer groups and until when their last claim() says they are alive';
+REVOKE ALL ON stream_seq.consumer_worker FROM PUBLIC;
+
+CREATE TABLE stream_seq.parked (
+    stream regclass NOT NULL,
+    consumer text NOT NULL,
+    seq bigint NOT NULL,
+    reason text,
+    attempts integer NOT NULL DEFAULT 1,
+    first_failed timestamptz NOT NULL DEFAULT pg_catalog.now(),
+    last_failed timestamptz NOT NULL DEFAULT pg_catalog.now(),
+    PRIMARY KEY (stream, consumer, seq),
+    FOREIGN KEY (stream, consumer) REFERENCES stream_seq.consumer ON DELETE CASCADE
+);
+COMMENT ON TABLE stream_seq.parked IS
+  'rows set aside by consumers, with the reason and how often they failed';
+REVOKE ALL ON stream_seq.parked FROM PUBLIC;
+SELECT pg_catalog.pg_extension_config_dump('stream_seq.parked', '');
+
+CREATE FUNCTION stream_seq.slot_of(key text, slots integer) RETURNS integer
+  LANGUAGE sql IMMUTABLE PARALLEL SAFE
+  RETURN ((pg_catalog.hashtextextended(coalesce(key, ''), 0) % slots) + slots) % slots;
+COMMENT ON FUNCTION stream_seq.slot_of(text, integer) IS
+  'the slot of a group of "slots" slots that rows with this key belong to';
+
+CREATE FUNCTION stream_seq.create_group(stream regclass, consumer text, key text,
+                                        slots integer, start_after bigint DEFAULT 0)
+  RETURNS void
+  AS 'MODULE_PATHNAME', 'stream_seq_create_group'
+  LANGUAGE C VOLATILE;
+COMMENT ON FUNCTION stream_seq.create_group(regclass, text, text, integer, bigint) IS
+  'create a consumer group whose rows are split into slots by a hash of "key"';
+
+CREATE FUNCTION stream_seq.claim(stream regclass, consumer text, worker text,
+                                 lease interval DEFAULT '30 seconds')
+  RETURNS TABLE (slot integer, token bigint)
+  AS 'MODULE_PATHNAME', 'stream_seq_claim'
+  LANGUAGE C VOLATILE;
+COMMENT ON FUNCTION stream_seq.claim(regclass, text, text, interval) IS
+  'lease the worker its share of the group''s slots (and renew what it holds)';
+
+CREATE FUNCTION stream_seq.release(stream regclass, consumer text, worker text)
+  RETURNS void
+  AS 'MODULE_PATHNAME', 'stream_seq_release'
+  LANGUAGE C VOLATILE;
+COMMENT ON FUNCTION stream_seq.release(regclass, text, text) IS
+  'give back every slot the worker holds';
+
+CREATE FUNCTION stream_seq._slot_state(stream regclass, consumer text, slot integer,
+    token bigint, OUT "position" bigint, OUT slot_expr text, OUT seq_column name)
+  AS 'MODULE_PATHNAME', 'stream_seq_slot_state'
+  LANGUAGE C VOLATILE;
+COMMENT ON FUNCTION stream_seq._slot_state(regclass, text, integer, bigint) IS
+  'internal: a slot''s position for read_slot(); fails with SS001 if the token is not the slot''s';
+
+CREATE FUNCTION stream_seq.read_slot(stream regclass, consumer text, slot integer,
+                                     token bigint, max_rows integer DEFAULT 100)
+  RETURNS TABLE (seq bigint, "row" jsonb)
+  LANGUAGE plpgsql VOLATILE
+  SET search_path = pg_catalog, pg_temp
+AS $$
+DECLARE
+    st record;
+    first_kept bigint := stream_seq.first(stream);
+BEGIN
+    IF max_rows IS NULL OR max_rows < 1 THEN
+        RAISE EXCEPTION 'max_rows must be at least 1'
+          USING ERRCODE = 'invalid_parameter_value';
+    END IF;
+    st := stream_seq._slot_state(stream, consumer, slot, token);
+    IF st.position < first_kept - 1 THEN
+        RAISE EXCEPTION 'rows after position % of slot % of group "%" were trimmed from stream table "%"',
+              st.position, slot, consumer, stream
+          USING ERRCODE = 'object_not_in_prerequisite_state',
+                DETAIL = format('The stream now starts at %s.', first_kept),
+                HINT = 'The owner of the group can move the slot with stream_seq.reset().';
+    END IF;
+    RETURN QUERY EXECUTE format(
+        'SELECT t.%1$I, pg_catalog.to_jsonb(t) FROM ONLY %2$s t '
+        ' WHERE %3$s = $1 AND t.%1$I > $2 AND t.%1$I < stream_seq.horizon($3) '
+        ' ORDER BY t.%1$I LIMIT $4', st.seq_column, stream, st.slot_expr)
+      USING slot, st.position, stream, max_rows;
+END;
+$$;
+COMMENT ON FUNCTION stream_seq.read_slot(regclass, text, integer, bigint, integer) IS
+  'next page of a slot of a group: its rows after its position and below the horizon';
+
+CREATE FUNCTION stream_seq.advance_slot(stream regclass, consumer text, slot integer,
+                                        token bigint, to_position bigint)
+  RETURNS void
+  AS 'MODULE_PATHNAME', 'stream_seq_advance_slot'
+  LANGUAGE C VOLATILE;
+COMMENT ON FUNCTION stream_seq.advance_slot(regclass, text, integer, bigint, bigint) IS
+  'move a slot forward in the caller''s transaction; fails with SS001 if the worker lost the slot';
+
+CREATE FUNCTION stream_seq.slot_position(stream regclass, consumer text, slot integer)
+  RETURNS bigint
+  AS 'MODULE_PATHNAME', 'stream_seq_slot_position'
+  LANGUAGE C STRICT STABLE;
+COMMENT ON FUNCTION stream_seq.slot_position(regclass, text, integer) IS
+  'last number a slot of a group has finished';
+
+CREATE FUNCTION stream_seq.park(stream regclass, consumer text, seq bigint,
+                                reason text DEFAULT NULL)
+  RETURNS void
+  AS 'MODULE_PATHNAME', 'stream_seq_park'
+  LANGUAGE C VOLATILE;
+COMMENT ON FUNCTION stream_seq.park(regclass, text, bigint, text) IS
+  'set a row aside in the caller''s transaction, which then advances past it';
+
+CREATE FUNCTION stream_seq._take_parked(stream regclass, consumer text, max_rows integer)
+  RETURNS TABLE (seq bigint, reason text, attempts integer)
+  AS 'MODULE_PATHNAME', 'stream_seq_take_parked'
+  LANGUAGE C VOLATILE;
+COMMENT ON FUNCTION stream_seq._take_parked(regclass, text, integer) IS
+  'internal: remove parked rows in the caller''s transaction, for replay()';
+
+CREATE FUNCTION stream_seq.replay(stream regclass, consumer text,
+                                  max_rows integer DEFAULT 100)
+  RETURNS TABLE (seq bigint, "row" jsonb, reason text, attempts integer)
+  LANGUAGE plpgsql VOLATILE
+  SET search_path = pg_catalog, pg_temp
+AS $$
+DECLARE
+    col name;
+BEGIN
+    SELECT s.seq_column INTO col FROM stream_seq.stream s WHERE s.relid = stream;
+    RETURN QUERY EXECUTE format(
+        'SELECT p.seq, pg_catalog.to_jsonb(t), p.reason, p.attempts '
+        '  FROM stream_seq._take_parked($1, $2, $3) p '
+        '  LEFT JOIN ONLY %1$s t ON t.%2$I = p.seq ORDER BY p.seq', stream, col)
+      USING stream, consumer, max_rows;
+END;
+$$;
+COMMENT ON FUNCTION stream_seq.replay(regclass, text, integer) IS
+  'parked rows of a consumer, removed from the parked set when the caller commits';
+
+CREATE FUNCTION stream_seq.reset(stream regclass, consumer text, to_position bigint,
+                                 slot integer DEFAULT NULL)
+  RETURNS void
+  AS 'MODULE_PATHNAME', 'stream_seq_reset'
+  LANGUAGE C VOLATILE;
+COMMENT ON FUNCTION stream_seq.reset(regclass, text, bigint, integer) IS
+  'move a consumer, a slot, or all slots of a group, backwards or forwards, recording it';
+
+CREATE VIEW stream_seq.consumer_slots WITH (security_barrier) AS
+SELECT s.stream, s.consumer, s.slot, s.position,
+       greatest(stream_seq.horizon(s.stream) - 1 - s.position, 0) AS lag,
+       s.worker,
+       CASE WHEN s.lease_until > pg_catalog.clock_timestamp() THEN s.lease_until END AS lease_until,
+       s.token,
+       pg_catalog.now() - s.advanced_at AS since_advance,
+       s.reset_at, s.reset_by, s.reset_from
+  FROM stream_seq.consumer_slot s
+ WHERE pg_catalog.has_table_privilege(s.stream, 'SELECT');
+COMMENT ON VIEW stream_seq.consumer_slots IS
+  'slots of the consumer groups of streams the caller may read: position, lag, lease holder';
+GRANT SELECT ON stream_seq.consumer_slots TO PUBLIC;
+
+CREATE VIEW stream_seq.parked_rows WITH (security_barrier) AS
+SELECT p.stream, p.consumer, p.seq, p.reason, p.attempts, p.first_failed, p.last_failed
+  FROM stream_seq.parked p
+ WHERE pg_catalog.has_table_privilege(p.stream, 'SELECT');
+COMMENT ON VIEW stream_seq.parked_rows IS
+  'rows set aside by consumers of streams the caller may read';
+GRANT SELECT ON stream_seq.parked_rows TO PUBLIC;
+
 CREATE OR REPLACE VIEW stream_seq.consumers WITH (security_barrier) AS
 SELECT c.stream,
        c.consumer,
-       c.position,
-       greatest(stream_seq.horizon(c.stream) - 1 - c.position, 0) AS lag,
-       pg_catalog.now() - c.advanced_at AS since_advance,
-       c.owner
+       p.position,
+       greatest(stream_seq.horizon(c.stream) - 1 - p.position, 0) AS lag,
+       pg_catalog.now() - p.advanced_at AS since_advance,
+       c.owner,
+       c.slots,
+       c.reset_at,
+       c.reset_by,
+       c.reset_from
   FROM stream_seq.consumer c
+  CROSS JOIN LATERAL (
+       SELECT CASE WHEN c.slots IS NULL THEN c.position
+                   ELSE (SELECT pg_catalog.min(s.position) FROM stream_seq.consumer_slot s
+                          WHERE s.stream = c.stream AND s.consumer = c.consumer) END AS position,
+              CASE WHEN c.slots IS NULL THEN c.advanced_at
+                   ELSE (SELECT pg_catalog.max(s.advanced_at) FROM stream_seq.consumer_slot s
+                          WHERE s.stream = c.stream AND s.consumer = c.consumer) END AS advanced_at) p
  WHERE pg_catalog.has_table_privilege(c.stream, 'SELECT');
+COMMENT ON VIEW stream_seq.consumers IS
+  'consumers of the streams the caller may read, with their lag in numbers (a group: its slowest slot)';
 
 COMMENT ON FUNCTION stream_seq._status(regclass) IS
   'internal: the state of one stream, for the streams view; NULL for a table the caller may not read';

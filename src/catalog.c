@@ -563,6 +563,48 @@ catalog_exec(const char *sql, int nargs, Oid *argtypes, Datum *values,
 }
 
 /*
+ * stream_catalog_rows
+ *		Run a query as in stream_catalog_exec and return all its rows: the
+ *		first "ncols" columns (int8, NULL as PG_INT64_MIN) of each, in a
+ *		palloc'd array of nrows * ncols in *rows.  Returns the row count.
+ */
+uint64
+stream_catalog_rows(const char *sql, int nargs, Oid *argtypes, Datum *values,
+					int ncols, int64 **rows)
+{
+	int			save_nestlevel;
+	Oid			save_userid;
+	int			save_sec_context;
+	uint64		n;
+	uint64		i;
+	int			j;
+
+	stream_run_as(stream_catalog_owner(), &save_nestlevel, &save_userid,
+				  &save_sec_context);
+	if (SPI_connect() != SPI_OK_CONNECT)
+		elog(ERROR, "SPI_connect failed");
+	if (SPI_execute_with_args(sql, nargs, argtypes, values, NULL, false, 0) < 0)
+		elog(ERROR, "SPI_execute_with_args failed for \"%s\"", sql);
+	n = SPI_processed;
+	*rows = SPI_palloc(sizeof(int64) * Max(n * ncols, 1));
+	for (i = 0; i < n; i++)
+	{
+		for (j = 0; j < ncols; j++)
+		{
+			bool		isnull;
+			Datum		value = SPI_getbinval(SPI_tuptable->vals[i],
+											  SPI_tuptable->tupdesc, j + 1,
+											  &isnull);
+
+			(*rows)[i * ncols + j] = isnull ? PG_INT64_MIN : DatumGetInt64(value);
+		}
+	}
+	SPI_finish();
+	stream_run_as_end(save_nestlevel, save_userid, save_sec_context);
+	return n;
+}
+
+/*
  * stream_catalog_exec
  *		catalog_exec with the caller's snapshot: consumers' positions are
  *		read and locked as the caller's transaction sees them.

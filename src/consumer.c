@@ -30,12 +30,13 @@ PG_FUNCTION_INFO_V1(stream_seq_position);
 PG_FUNCTION_INFO_V1(stream_seq_advance);
 
 /*
- * check_not_null
+ * stream_check_not_null
  *		Functions that create or change something take no NULL argument:
- *		as STRICT functions they would silently do nothing.
+ *		as STRICT functions they would silently do nothing.  Checks the
+ *		first "nargs" arguments.
  */
-static void
-check_not_null(FunctionCallInfo fcinfo, int nargs, const char *what)
+void
+stream_check_not_null(FunctionCallInfo fcinfo, int nargs, const char *what)
 {
 	int			i;
 
@@ -62,42 +63,81 @@ report_unknown_consumer(Oid relid, const char *consumer)
 }
 
 /*
- * consumer_lookup
- *		Position and owner of a consumer; with "for_update" the row is locked
- *		until the end of the caller's transaction, so that concurrent
- *		advances of one consumer take turns (or, under REPEATABLE READ, the
- *		later one fails with a serialization error).
+ * have_groups
+ *		Whether the extension's tables have what consumer groups need: a
+ *		database not yet updated to 0.3.0 has plain consumers only.
  */
-static int64
-consumer_lookup(Oid relid, const char *consumer, bool for_update, Oid *owner)
+static bool
+have_groups(void)
+{
+	Oid			nsp = stream_namespace(false);
+
+	return OidIsValid(get_relname_relid("consumer_slot", nsp)) &&
+		OidIsValid(get_relname_relid("parked", nsp));
+}
+
+/*
+ * stream_consumer_lookup
+ *		Position, owner and slot count (0 for a plain consumer) of a
+ *		consumer; with "for_update" the row is locked until the end of the
+ *		caller's transaction, so that concurrent advances of one consumer
+ *		take turns (or, under REPEATABLE READ, the later one fails with a
+ *		serialization error).
+ */
+int64
+stream_consumer_lookup(Oid relid, const char *consumer, bool for_update,
+					   Oid *owner, int *slots)
 {
 	Oid			argtypes[2] = {REGCLASSOID, TEXTOID};
 	Datum		values[2];
-	int64		row[2];
+	int64		row[3];
 	bool		found;
 
 	values[0] = ObjectIdGetDatum(relid);
 	values[1] = CStringGetTextDatum(consumer);
-	stream_catalog_exec(for_update ?
-						"SELECT position, owner::oid::int8 FROM stream_seq.consumer "
-						"WHERE stream = $1 AND consumer = $2 FOR UPDATE" :
-						"SELECT position, owner::oid::int8 FROM stream_seq.consumer "
-						"WHERE stream = $1 AND consumer = $2",
-						2, argtypes, values, row, 2, &found);
+	stream_catalog_exec(psprintf("SELECT position, owner::oid::int8, %s FROM stream_seq.consumer "
+								 "WHERE stream = $1 AND consumer = $2%s",
+								 have_groups() ? "coalesce(slots, 0)" : "0",
+								 for_update ? " FOR UPDATE" : ""),
+						2, argtypes, values, row, 3, &found);
 	if (!found)
 		report_unknown_consumer(relid, consumer);
 	if (owner != NULL)
 		*owner = (Oid) row[1];
+	if (slots != NULL)
+		*slots = (int) row[2];
 	return row[0];
 }
 
 /*
- * check_consumer_owner
+ * plain_consumer_lookup
+ *		stream_consumer_lookup for the functions of plain consumers: a group
+ *		is read and advanced slot by slot (group.c).
+ */
+static int64
+plain_consumer_lookup(Oid relid, const char *consumer, bool for_update,
+					  Oid *owner)
+{
+	int			slots;
+	int64		position = stream_consumer_lookup(relid, consumer, for_update,
+												  owner, &slots);
+
+	if (slots > 0)
+		ereport(ERROR,
+				(errcode(ERRCODE_OBJECT_NOT_IN_PREREQUISITE_STATE),
+				 errmsg("consumer \"%s\" of stream table \"%s\" is a group",
+						consumer, get_rel_name(relid)),
+				 errhint("Read and advance a group slot by slot: stream_seq.claim(), read_slot() and advance_slot().")));
+	return position;
+}
+
+/*
+ * stream_check_consumer_owner
  *		Only the role that created a consumer (or a member of it) and the
  *		stream table's owner may move or drop it.
  */
-static void
-check_consumer_owner(Oid relid, const char *consumer, Oid owner)
+void
+stream_check_consumer_owner(Oid relid, const char *consumer, Oid owner)
 {
 	if (!has_privs_of_role(GetUserId(), owner) &&
 		!pg_class_ownercheck(relid, GetUserId()))
@@ -108,11 +148,11 @@ check_consumer_owner(Oid relid, const char *consumer, Oid owner)
 }
 
 /*
- * check_consumer_name
+ * stream_check_consumer_name
  *		Consumer names are non-empty.
  */
-static void
-check_consumer_name(const char *consumer)
+void
+stream_check_consumer_name(const char *consumer)
 {
 	if (consumer[0] == '\0')
 		ereport(ERROR,
@@ -138,7 +178,7 @@ stream_seq_create_consumer(PG_FUNCTION_ARGS)
 	Datum		values[4];
 	int64		first_kept;
 
-	check_not_null(fcinfo, 2, "stream table and consumer name");
+	stream_check_not_null(fcinfo, 2, "stream table and consumer name");
 	if (PG_ARGISNULL(2))
 		ereport(ERROR,
 				(errcode(ERRCODE_NULL_VALUE_NOT_ALLOWED),
@@ -151,7 +191,7 @@ stream_seq_create_consumer(PG_FUNCTION_ARGS)
 	ref = stream_lookup(relid, false);
 
 	stream_check_select(relid);
-	check_consumer_name(consumer);
+	stream_check_consumer_name(consumer);
 
 	/* a consumer placed before the retained stream starts at its beginning */
 	first_kept = stream_catalog_first(relid) - 1;
@@ -194,19 +234,27 @@ stream_seq_drop_consumer(PG_FUNCTION_ARGS)
 	Oid			argtypes[2] = {REGCLASSOID, TEXTOID};
 	Datum		values[2];
 	Oid			owner;
+	char	   *index;
 
-	check_not_null(fcinfo, 2, "stream table and consumer name");
+	stream_check_not_null(fcinfo, 2, "stream table and consumer name");
 	relid = PG_GETARG_OID(0);
 	consumer = text_to_cstring(PG_GETARG_TEXT_PP(1));
 	(void) stream_lookup(relid, false);
-	(void) consumer_lookup(relid, consumer, true, &owner);
-	check_consumer_owner(relid, consumer, owner);
+	(void) stream_consumer_lookup(relid, consumer, true, &owner, NULL);
+	stream_check_consumer_owner(relid, consumer, owner);
 
 	values[0] = ObjectIdGetDatum(relid);
 	values[1] = CStringGetTextDatum(consumer);
-	stream_catalog_exec("DELETE FROM stream_seq.consumer "
-						"WHERE stream = $1 AND consumer = $2",
-						2, argtypes, values, NULL, 0, NULL);
+	index = stream_catalog_text("DELETE FROM stream_seq.consumer "
+								"WHERE stream = $1 AND consumer = $2 "
+								"RETURNING slot_index::pg_catalog.oid",
+								2, argtypes, values);
+	/* a group's index on its slot expression goes with it, if still there */
+	if (index != NULL && get_rel_name(atooid(index)) != NULL)
+		stream_catalog_exec(psprintf("DROP INDEX IF EXISTS %s",
+									 quote_qualified_identifier(get_namespace_name(get_rel_namespace(atooid(index))),
+																get_rel_name(atooid(index)))),
+							0, NULL, NULL, NULL, 0, NULL);
 	PG_RETURN_VOID();
 }
 
@@ -223,7 +271,7 @@ stream_seq_position(PG_FUNCTION_ARGS)
 
 	(void) stream_lookup(relid, false);
 	stream_check_select(relid);
-	PG_RETURN_INT64(consumer_lookup(relid, consumer, false, NULL));
+	PG_RETURN_INT64(plain_consumer_lookup(relid, consumer, false, NULL));
 }
 
 /*
@@ -245,15 +293,15 @@ stream_seq_advance(PG_FUNCTION_ARGS)
 	Oid			argtypes[3] = {REGCLASSOID, TEXTOID, INT8OID};
 	Datum		values[3];
 
-	check_not_null(fcinfo, 3, "stream table, consumer name and position");
+	stream_check_not_null(fcinfo, 3, "stream table, consumer name and position");
 	relid = PG_GETARG_OID(0);
 	consumer = text_to_cstring(PG_GETARG_TEXT_PP(1));
 	to_position = PG_GETARG_INT64(2);
 	ref = stream_lookup(relid, false);
 
 	stream_check_select(relid);
-	position = consumer_lookup(relid, consumer, true, &owner);
-	check_consumer_owner(relid, consumer, owner);
+	position = plain_consumer_lookup(relid, consumer, true, &owner);
+	stream_check_consumer_owner(relid, consumer, owner);
 
 	if (to_position < position)
 		ereport(ERROR,
@@ -284,10 +332,28 @@ stream_seq_advance(PG_FUNCTION_ARGS)
 }
 
 /*
+ * Where each consumer of stream $1 has got to: a plain consumer's
+ * position, each slot of a group, and each parked row (which replay()
+ * reads again, so it counts as a position just below it).  Before the
+ * update to 0.3.0, plain consumers only.
+ */
+#define SLOWEST_POSITIONS \
+	"(SELECT consumer, position FROM stream_seq.consumer " \
+	"  WHERE stream::pg_catalog.oid = $1 AND slots IS NULL " \
+	" UNION ALL SELECT consumer || ' (slot ' || slot || ')', position " \
+	"  FROM stream_seq.consumer_slot WHERE stream::pg_catalog.oid = $1 " \
+	" UNION ALL SELECT consumer || ' (parked ' || seq || ')', seq - 1 " \
+	"  FROM stream_seq.parked WHERE stream::pg_catalog.oid = $1) p"
+#define PLAIN_POSITIONS \
+	"(SELECT consumer, position FROM stream_seq.consumer " \
+	"  WHERE stream::pg_catalog.oid = $1) p"
+
+/*
  * stream_slowest_consumer
- *		The consumer of the stream with the lowest position, whoever owns
- *		it and whoever may read it; false if the stream has none.  For
- *		trim(), which must not pass it.
+ *		The consumer of the stream with the lowest position (a slot of a
+ *		group, or a parked row, count as positions), whoever owns it and
+ *		whoever may read it; false if the stream has none.  For trim(),
+ *		which must not pass it.
  */
 bool
 stream_slowest_consumer(Oid relid, char **consumer, int64 *position)
@@ -297,18 +363,21 @@ stream_slowest_consumer(Oid relid, char **consumer, int64 *position)
 	int64		row[1];
 	bool		found;
 	char	   *name;
+	const char *positions;
 
 	values[0] = ObjectIdGetDatum(relid);
-	stream_catalog_exec("SELECT position FROM stream_seq.consumer "
-						"WHERE stream::pg_catalog.oid = $1 ORDER BY position LIMIT 1",
+	positions = have_groups() ? SLOWEST_POSITIONS : PLAIN_POSITIONS;
+	stream_catalog_exec(psprintf("SELECT position FROM %s ORDER BY position LIMIT 1",
+								 positions),
 						1, argtypes, values, row, 1, &found);
 	if (!found)
 		return false;
 	*position = row[0];
 
 	/* its name, as text: fetched on its own, stream_catalog_exec reads int8 */
-	name = stream_catalog_text("SELECT consumer FROM stream_seq.consumer "
-							   "WHERE stream::pg_catalog.oid = $1 ORDER BY position, consumer LIMIT 1",
+	name = stream_catalog_text(psprintf("SELECT consumer FROM %s "
+										"ORDER BY position, consumer LIMIT 1",
+										positions),
 							   1, argtypes, values);
 	*consumer = name != NULL ? name : pstrdup("?");
 	return true;

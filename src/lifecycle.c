@@ -543,6 +543,38 @@ drop_stream_triggers(Oid relid)
 }
 
 /*
+ * drop_group_indexes
+ *		Drop the indexes that consumer groups of the stream made on its
+ *		table (create_group()); the groups go with the catalog row.
+ */
+static void
+drop_group_indexes(Oid relid)
+{
+	Oid			argtypes[1] = {OIDOID};
+	Datum		values[1];
+	int64	   *rows;
+	uint64		n;
+	uint64		i;
+
+	if (!OidIsValid(get_relname_relid("consumer_slot", stream_namespace(false))))
+		return;				/* before 0.3.0: no groups */
+	values[0] = ObjectIdGetDatum(relid);
+	n = stream_catalog_rows("SELECT slot_index::pg_catalog.oid::pg_catalog.int8 "
+							"FROM stream_seq.consumer "
+							"WHERE stream::pg_catalog.oid = $1 AND slot_index IS NOT NULL",
+							1, argtypes, values, 1, &rows);
+	for (i = 0; i < n; i++)
+	{
+		Oid			index = (Oid) rows[i];
+
+		if (get_rel_name(index) != NULL)
+			stream_catalog_exec(psprintf("DROP INDEX IF EXISTS %s",
+										 qualified_name(index)),
+								0, NULL, NULL, NULL, 0, NULL);
+	}
+}
+
+/*
  * stream_retire
  *		Record where a stream's numbering ends, for a later enable() of the
  *		same table, and remove its catalog row (with its consumers) and its
@@ -570,6 +602,7 @@ stream_retire(StreamRef *ref)
 						"SET next = greatest(retired.next, excluded.next), "
 						"disabled_at = pg_catalog.now()",
 						2, argtypes, values, NULL, 0, NULL);
+	drop_group_indexes(ref->relid);
 	stream_catalog_delete(ref->relid);
 	CommandCounterIncrement();
 	stream_catalog_exec(psprintf("DROP SEQUENCE IF EXISTS %s",

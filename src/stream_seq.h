@@ -18,6 +18,7 @@
 #define STREAM_SEQ_H
 
 #include "access/transam.h"
+#include "fmgr.h"
 #include "access/xlogdefs.h"
 #include "storage/condition_variable.h"
 #include "utils/relcache.h"
@@ -144,6 +145,8 @@ extern uint64 stream_catalog_exec_latest(const char *sql, int nargs,
 										 int64 *row, int ncols, bool *found);
 extern char *stream_catalog_text(const char *sql, int nargs, Oid *argtypes,
 								 Datum *values);
+extern uint64 stream_catalog_rows(const char *sql, int nargs, Oid *argtypes,
+								  Datum *values, int ncols, int64 **rows);
 extern uint64 stream_caller_exec(const char *sql, int nargs, Oid *argtypes,
 								 Datum *values);
 extern void stream_run_as(Oid role, int *save_nestlevel, Oid *save_userid,
@@ -179,6 +182,16 @@ extern void stream_check_trim(StreamRef *ref, int64 before, bool force);
 /* consumer.c */
 extern bool stream_slowest_consumer(Oid relid, char **consumer,
 									int64 *position);
+extern void stream_check_not_null(FunctionCallInfo fcinfo, int nargs,
+								  const char *what);
+extern void stream_check_consumer_name(const char *consumer);
+extern int64 stream_consumer_lookup(Oid relid, const char *consumer,
+									bool for_update, Oid *owner, int *slots);
+extern void stream_check_consumer_owner(Oid relid, const char *consumer,
+										Oid owner);
+
+/* SQLSTATE of a worker whose lease on a slot of a group was lost */
+#define ERRCODE_STREAM_LEASE_LOST MAKE_SQLSTATE('S','S','0','0','1')
 
 /* lifecycle.c */
 extern Oid	stream_unique_index(Oid relid, AttrNumber attnum);

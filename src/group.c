@@ -1,0 +1,816 @@
+/*-------------------------------------------------------------------------
+ *
+ * group.c
+ *	  Consumer groups: one consumer whose rows are split into slots by a
+ *	  stable hash of a key, so that several workers share the work while
+ *	  the rows of one key stay in order; leases with fencing; parked rows;
+ *	  explicit resets.
+ *
+ * A group is a row of stream_seq.consumer with "slots" set, and one row per
+ * slot in stream_seq.consumer_slot: its position (the last number of the
+ * slot's rows finished), the worker holding its lease, until when, and a
+ * fencing token.  Row r belongs to slot slot_of(key(r), slots); an index on
+ * (that expression, the stream column), made by create_group(), finds a
+ * slot's rows.
+ *
+ * Leases and fencing.  claim() records that the worker is alive for the
+ * length of its lease (stream_seq.consumer_worker) and gives it its share
+ * of the slots (the slots divided by the workers alive, rounded up): it
+ * renews the leases it holds, gives back those above its share, and takes
+ * free or expired ones, adding 1 to a slot's token whenever the slot
+ * changes hands.  So when a worker joins, the others give slots back at
+ * their next claim, and it takes them at its own.
+ * A worker reads and advances a slot with the token it got; advance_slot()
+ * locks the slot's row and fails with SQLSTATE SS001, changing nothing, if
+ * the token changed.  Since the advance is in the worker's transaction, a
+ * worker that lost its slot cannot commit work for it; and since claim()
+ * locks the same rows, a slot changes hands only between a worker's
+ * transactions: the next holder starts from the position the last one
+ * committed.  No row is applied twice by committed work, none is skipped.
+ * Time (the lease) only decides when a slot may be taken over; the token
+ * alone decides whether an advance is allowed.
+ *
+ * Parked rows.  park() sets a row aside in the transaction that advances
+ * past it; replay() returns parked rows and removes them in the caller's
+ * transaction, so each is applied once, when that transaction commits.
+ * Later rows of the parked row's key are not held back: a row that always
+ * fails must not stop its key, or its slot, forever; a worker that needs
+ * strict per-key order for a key should not park its rows.
+ *
+ * Privileges, as for consumers: the creating role owns a group; claim,
+ * read and advance need SELECT on the stream table and to be (a member of)
+ * the group's owner or the table's owner.  create_group() needs to own the
+ * table, as it creates an index on it.
+ *
+ *-------------------------------------------------------------------------
+ */
+#include "postgres.h"
+
+#include "catalog/pg_type.h"
+#include "executor/spi.h"
+#include "fmgr.h"
+#include "funcapi.h"
+#include "miscadmin.h"
+#include "utils/acl.h"
+#include "utils/builtins.h"
+#include "utils/datetime.h"
+#include "utils/lsyscache.h"
+#include "utils/timestamp.h"
+
+#include "stream_seq.h"
+
+PG_FUNCTION_INFO_V1(stream_seq_create_group);
+PG_FUNCTION_INFO_V1(stream_seq_claim);
+PG_FUNCTION_INFO_V1(stream_seq_release);
+PG_FUNCTION_INFO_V1(stream_seq_slot_state);
+PG_FUNCTION_INFO_V1(stream_seq_advance_slot);
+PG_FUNCTION_INFO_V1(stream_seq_slot_position);
+PG_FUNCTION_INFO_V1(stream_seq_park);
+PG_FUNCTION_INFO_V1(stream_seq_take_parked);
+PG_FUNCTION_INFO_V1(stream_seq_reset);
+
+/* Slots per group: enough for many workers, few enough to list. */
+#define MAX_SLOTS 1024
+
+/*
+ * group_lookup
+ *		The slot count and owner of group "consumer"; an error if it does
+ *		not exist or is a plain consumer.  Checks that the caller may read
+ *		the stream and owns the group (or the table).
+ */
+static int
+group_lookup(Oid relid, const char *consumer)
+{
+	Oid			owner;
+	int			slots;
+
+	stream_check_select(relid);
+	(void) stream_consumer_lookup(relid, consumer, false, &owner, &slots);
+	stream_check_consumer_owner(relid, consumer, owner);
+	if (slots == 0)
+		ereport(ERROR,
+				(errcode(ERRCODE_OBJECT_NOT_IN_PREREQUISITE_STATE),
+				 errmsg("consumer \"%s\" of stream table \"%s\" is not a group",
+						consumer, get_rel_name(relid)),
+				 errhint("Use stream_seq.read() and advance() for a consumer without slots.")));
+	return slots;
+}
+
+/*
+ * check_slot
+ *		A slot number of a group of "slots" slots.
+ */
+static void
+check_slot(int slot, int slots)
+{
+	if (slot < 0 || slot >= slots)
+		ereport(ERROR,
+				(errcode(ERRCODE_INVALID_PARAMETER_VALUE),
+				 errmsg("slot %d does not exist", slot),
+				 errdetail("The group has slots 0 to %d.", slots - 1)));
+}
+
+/*
+ * report_lease_lost
+ *		The error of a worker whose slot changed hands: its work on the slot
+ *		must roll back.
+ */
+static void
+report_lease_lost(const char *consumer, int slot, int64 token, int64 current)
+{
+	ereport(ERROR,
+			(errcode(ERRCODE_STREAM_LEASE_LOST),
+			 errmsg("lease on slot %d of group \"%s\" was lost", slot, consumer),
+			 errdetail("The slot was claimed with token " INT64_FORMAT "; its token is now " INT64_FORMAT ".",
+					   token, current),
+			 errhint("Roll back, and call stream_seq.claim() again.")));
+}
+
+/*
+ * stream_seq_create_group
+ *		SQL: create_group(stream, consumer, key text, slots integer,
+ *		start_after bigint DEFAULT 0).  Creates the group, its slots, all
+ *		positioned after start_after, and the index on (slot of key,
+ *		stream column).  The key is an expression over the table's columns
+ *		(a column name, usually); the index makes it valid: immutable,
+ *		using only the table's columns.  Needs to own the table.
+ */
+Datum
+stream_seq_create_group(PG_FUNCTION_ARGS)
+{
+	Oid			relid;
+	char	   *consumer;
+	char	   *key;
+	int32		slots;
+	int64		start_after;
+	StreamRef  *ref;
+	int64		horizon;
+	char	   *table;
+	char	   *column;
+	char	   *index_name;
+	Oid			index;
+	Oid			argtypes[6] = {REGCLASSOID, TEXTOID, INT8OID, OIDOID, INT4OID, OIDOID};
+	Datum		values[6];
+
+	stream_check_not_null(fcinfo, 5, "stream table, group name, key, slots and start_after");
+	relid = PG_GETARG_OID(0);
+	consumer = text_to_cstring(PG_GETARG_TEXT_PP(1));
+	key = text_to_cstring(PG_GETARG_TEXT_PP(2));
+	slots = PG_GETARG_INT32(3);
+	start_after = PG_GETARG_INT64(4);
+	ref = stream_lookup(relid, false);
+
+	if (!pg_class_ownercheck(relid, GetUserId()))
+		aclcheck_error(ACLCHECK_NOT_OWNER, OBJECT_TABLE, get_rel_name(relid));
+	stream_check_consumer_name(consumer);
+	if (slots < 1 || slots > MAX_SLOTS)
+		ereport(ERROR,
+				(errcode(ERRCODE_INVALID_PARAMETER_VALUE),
+				 errmsg("a group must have between 1 and %d slots", MAX_SLOTS)));
+	if (key[0] == '\0')
+		ereport(ERROR,
+				(errcode(ERRCODE_INVALID_PARAMETER_VALUE),
+				 errmsg("the key of a group must not be empty")));
+
+	start_after = Max(start_after, stream_catalog_first(relid) - 1);
+	horizon = stream_statement_horizon(ref);
+	if (start_after >= horizon)
+		ereport(ERROR,
+				(errcode(ERRCODE_INVALID_PARAMETER_VALUE),
+				 errmsg("cannot start group \"%s\" after " INT64_FORMAT,
+						consumer, start_after),
+				 errdetail("The horizon of stream table \"%s\" is " INT64_FORMAT "; a position must be below it.",
+						   get_rel_name(relid), horizon)));
+
+	values[0] = ObjectIdGetDatum(relid);
+	values[1] = CStringGetTextDatum(consumer);
+	if (stream_catalog_exec("SELECT 1 FROM stream_seq.consumer WHERE stream = $1 AND consumer = $2",
+							2, argtypes, values, NULL, 0, NULL) > 0)
+		ereport(ERROR,
+				(errcode(ERRCODE_DUPLICATE_OBJECT),
+				 errmsg("consumer \"%s\" of stream table \"%s\" already exists",
+						consumer, get_rel_name(relid))));
+
+	/* the index on the slot expression, which also validates the key */
+	table = quote_qualified_identifier(get_namespace_name(get_rel_namespace(relid)),
+									   get_rel_name(relid));
+	column = get_attname(relid, ref->seq_attnum, false);
+	index_name = psprintf("%.30s_%.20s_slot_idx", get_rel_name(relid), consumer);
+	{
+		char	   *base = index_name;
+		int			suffix = 0;
+
+		while (OidIsValid(get_relname_relid(index_name, get_rel_namespace(relid))))
+			index_name = psprintf("%s%d", base, ++suffix);
+	}
+	stream_caller_exec(psprintf("CREATE INDEX %s ON %s "
+								"((stream_seq.slot_of((%s)::pg_catalog.text, %d)), %s) "
+								"WHERE %s IS NOT NULL",
+								quote_identifier(index_name), table, key, slots,
+								quote_identifier(column), quote_identifier(column)),
+					   0, NULL, NULL);
+	CommandCounterIncrement();
+	index = get_relname_relid(index_name, get_rel_namespace(relid));
+	if (!OidIsValid(index))
+		elog(ERROR, "index \"%s\" of group \"%s\" is missing", index_name, consumer);
+
+	/*
+	 * The slot expression is kept as PostgreSQL prints the index's first
+	 * column: what read_slot() filters by, so that the index serves it.
+	 */
+	values[0] = ObjectIdGetDatum(relid);
+	values[1] = CStringGetTextDatum(consumer);
+	values[2] = Int64GetDatum(start_after);
+	values[3] = ObjectIdGetDatum(GetUserId());
+	values[4] = Int32GetDatum(slots);
+	values[5] = ObjectIdGetDatum(index);
+	if (stream_catalog_exec("INSERT INTO stream_seq.consumer "
+							"(stream, consumer, position, owner, slots, slot_index, slot_expr) "
+							"VALUES ($1, $2, $3, $4, $5, $6, "
+							"pg_catalog.pg_get_indexdef($6, 1, false)) "
+							"ON CONFLICT DO NOTHING",
+							6, argtypes, values, NULL, 0, NULL) == 0)
+		ereport(ERROR,
+				(errcode(ERRCODE_DUPLICATE_OBJECT),
+				 errmsg("consumer \"%s\" of stream table \"%s\" already exists",
+						consumer, get_rel_name(relid))));
+	stream_catalog_exec("INSERT INTO stream_seq.consumer_slot (stream, consumer, slot, position) "
+						"SELECT $1, $2, s, $3 FROM pg_catalog.generate_series(0, $5 - 1) s",
+						5, argtypes, values, NULL, 0, NULL);
+	PG_RETURN_VOID();
+}
+
+/*
+ * check_lease
+ *		A lease: longer than zero, at most a day.
+ */
+static void
+check_lease(Interval *lease)
+{
+	int64		usecs;
+
+	if (lease->month != 0 || lease->day < 0 || lease->day > 1 ||
+		lease->time < 0)
+		usecs = -1;
+	else
+		usecs = lease->day * USECS_PER_DAY + lease->time;
+	if (usecs <= 0 || usecs > USECS_PER_DAY)
+		ereport(ERROR,
+				(errcode(ERRCODE_INVALID_PARAMETER_VALUE),
+				 errmsg("a lease must be longer than zero and at most one day")));
+}
+
+/*
+ * stream_seq_claim
+ *		SQL: claim(stream, consumer, worker text, lease interval DEFAULT
+ *		'30 seconds') RETURNS TABLE (slot integer, token bigint): the
+ *		worker's share of the group's slots, leased for "lease".  Call it
+ *		again within the lease to renew; it also rebalances (see the top of
+ *		the file).  Changes take effect when the caller's transaction
+ *		commits.
+ */
+Datum
+stream_seq_claim(PG_FUNCTION_ARGS)
+{
+	ReturnSetInfo *rsinfo = (ReturnSetInfo *) fcinfo->resultinfo;
+	Oid			relid;
+	char	   *consumer;
+	char	   *worker;
+	int			slots;
+	Oid			argtypes[4] = {REGCLASSOID, TEXTOID, TEXTOID, INTERVALOID};
+	Datum		values[4];
+	int64	   *rows;
+	uint64		n;
+	uint64		i;
+	int64		alive;
+	int			share;
+	int			kept = 0;
+
+	stream_check_not_null(fcinfo, 4, "stream table, group name, worker and lease");
+	relid = PG_GETARG_OID(0);
+	consumer = text_to_cstring(PG_GETARG_TEXT_PP(1));
+	worker = text_to_cstring(PG_GETARG_TEXT_PP(2));
+	check_lease(PG_GETARG_INTERVAL_P(3));
+	if (worker[0] == '\0')
+		ereport(ERROR,
+				(errcode(ERRCODE_INVALID_PARAMETER_VALUE),
+				 errmsg("worker name must not be empty")));
+	(void) stream_lookup(relid, false);
+	slots = group_lookup(relid, consumer);
+
+	InitMaterializedSRF(fcinfo, 0);
+	values[0] = ObjectIdGetDatum(relid);
+	values[1] = CStringGetTextDatum(consumer);
+	values[2] = CStringGetTextDatum(worker);
+	values[3] = PG_GETARG_DATUM(3);
+
+	/*
+	 * The worker says it is alive for the length of its lease; then every
+	 * slot of the group is locked, and the workers alive now share them.
+	 * Workers gone for an hour are forgotten.
+	 */
+	stream_catalog_exec("INSERT INTO stream_seq.consumer_worker (stream, consumer, worker, alive_until) "
+						"VALUES ($1, $2, $3, pg_catalog.clock_timestamp() + $4) "
+						"ON CONFLICT (stream, consumer, worker) "
+						"DO UPDATE SET alive_until = excluded.alive_until",
+						4, argtypes, values, NULL, 0, NULL);
+	n = stream_catalog_rows("SELECT slot, "
+							"(worker = $3 AND lease_until > pg_catalog.clock_timestamp())::int, "
+							"(worker IS NOT NULL AND worker <> $3 "
+							" AND lease_until > pg_catalog.clock_timestamp())::int "
+							"FROM stream_seq.consumer_slot "
+							"WHERE stream = $1 AND consumer = $2 ORDER BY slot FOR UPDATE",
+							3, argtypes, values, 3, &rows);
+	stream_catalog_exec("DELETE FROM stream_seq.consumer_worker "
+						"WHERE stream = $1 AND consumer = $2 "
+						"AND alive_until < pg_catalog.clock_timestamp() - interval '1 hour'",
+						2, argtypes, values, NULL, 0, NULL);
+	stream_catalog_exec("SELECT pg_catalog.count(*) FROM stream_seq.consumer_worker "
+						"WHERE stream = $1 AND consumer = $2 "
+						"AND alive_until > pg_catalog.clock_timestamp()",
+						2, argtypes, values, &alive, 1, NULL);
+	share = (slots + (int) alive - 1) / Max((int) alive, 1);
+
+	/* renew what it holds, up to its share; give back the rest */
+	for (i = 0; i < n; i++)
+	{
+		if (rows[i * 3 + 1] != 1)
+			continue;
+		if (kept < share)
+		{
+			kept++;
+			continue;
+		}
+		rows[i * 3 + 1] = 0;
+		{
+			Oid			types[3] = {REGCLASSOID, TEXTOID, INT4OID};
+			Datum		vals[3];
+
+			vals[0] = values[0];
+			vals[1] = values[1];
+			vals[2] = Int32GetDatum((int32) rows[i * 3]);
+			stream_catalog_exec("UPDATE stream_seq.consumer_slot "
+								"SET worker = NULL, lease_until = NULL "
+								"WHERE stream = $1 AND consumer = $2 AND slot = $3",
+								3, types, vals, NULL, 0, NULL);
+		}
+	}
+	/* take free or expired slots up to its share */
+	for (i = 0; i < n && kept < share; i++)
+	{
+		Oid			types[5] = {REGCLASSOID, TEXTOID, TEXTOID, INTERVALOID, INT4OID};
+		Datum		vals[5];
+
+		if (rows[i * 3 + 1] == 1 || rows[i * 3 + 2] == 1)
+			continue;
+		vals[0] = values[0];
+		vals[1] = values[1];
+		vals[2] = values[2];
+		vals[3] = values[3];
+		vals[4] = Int32GetDatum((int32) rows[i * 3]);
+		stream_catalog_exec("UPDATE stream_seq.consumer_slot "
+							"SET worker = $3, token = token + 1 "
+							"WHERE stream = $1 AND consumer = $2 AND slot = $5",
+							5, types, vals, NULL, 0, NULL);
+		rows[i * 3 + 1] = 1;
+		kept++;
+	}
+
+	/* lease what it holds now, and return it */
+	n = stream_catalog_rows("UPDATE stream_seq.consumer_slot "
+							"SET lease_until = pg_catalog.clock_timestamp() + $4 "
+							"WHERE stream = $1 AND consumer = $2 AND worker = $3 "
+							"RETURNING slot, token",
+							4, argtypes, values, 2, &rows);
+	for (i = 0; i < n; i++)
+	{
+		Datum		out[2];
+		bool		nulls[2] = {false, false};
+
+		out[0] = Int32GetDatum((int32) rows[i * 2]);
+		out[1] = Int64GetDatum(rows[i * 2 + 1]);
+		tuplestore_putvalues(rsinfo->setResult, rsinfo->setDesc, out, nulls);
+	}
+	return (Datum) 0;
+}
+
+/*
+ * stream_seq_release
+ *		SQL: release(stream, consumer, worker): give back every slot the
+ *		worker holds (a worker that stops cleanly), so that others can take
+ *		them without waiting for the leases to end.
+ */
+Datum
+stream_seq_release(PG_FUNCTION_ARGS)
+{
+	Oid			relid;
+	char	   *consumer;
+	Oid			argtypes[3] = {REGCLASSOID, TEXTOID, TEXTOID};
+	Datum		values[3];
+
+	stream_check_not_null(fcinfo, 3, "stream table, group name and worker");
+	relid = PG_GETARG_OID(0);
+	consumer = text_to_cstring(PG_GETARG_TEXT_PP(1));
+	(void) stream_lookup(relid, false);
+	(void) group_lookup(relid, consumer);
+
+	values[0] = ObjectIdGetDatum(relid);
+	values[1] = CStringGetTextDatum(consumer);
+	values[2] = PointerGetDatum(PG_GETARG_TEXT_PP(2));
+	stream_catalog_exec("UPDATE stream_seq.consumer_slot "
+						"SET worker = NULL, lease_until = NULL "
+						"WHERE stream = $1 AND consumer = $2 AND worker = $3",
+						3, argtypes, values, NULL, 0, NULL);
+	stream_catalog_exec("DELETE FROM stream_seq.consumer_worker "
+						"WHERE stream = $1 AND consumer = $2 AND worker = $3",
+						3, argtypes, values, NULL, 0, NULL);
+	PG_RETURN_VOID();
+}
+
+/*
+ * slot_row
+ *		Position and token of a slot; with "for_update" its row is locked
+ *		until the end of the caller's transaction.
+ */
+static int64
+slot_row(Oid relid, const char *consumer, int slot, bool for_update,
+		 int64 *token)
+{
+	Oid			argtypes[3] = {REGCLASSOID, TEXTOID, INT4OID};
+	Datum		values[3];
+	int64		row[2];
+	bool		found;
+
+	values[0] = ObjectIdGetDatum(relid);
+	values[1] = CStringGetTextDatum(consumer);
+	values[2] = Int32GetDatum(slot);
+	stream_catalog_exec(for_update ?
+						"SELECT position, token FROM stream_seq.consumer_slot "
+						"WHERE stream = $1 AND consumer = $2 AND slot = $3 FOR UPDATE" :
+						"SELECT position, token FROM stream_seq.consumer_slot "
+						"WHERE stream = $1 AND consumer = $2 AND slot = $3",
+						3, argtypes, values, row, 2, &found);
+	if (!found)
+		elog(ERROR, "slot %d of group \"%s\" is missing", slot, consumer);
+	*token = row[1];
+	return row[0];
+}
+
+/*
+ * stream_seq_slot_state
+ *		SQL: _slot_state(stream, consumer, slot, token) RETURNS (position,
+ *		slot_expr, seq_column), for read_slot(): fails with SS001 if the
+ *		token is not the slot's (the worker lost it), so that a fenced
+ *		worker stops at its next read.
+ */
+Datum
+stream_seq_slot_state(PG_FUNCTION_ARGS)
+{
+	Oid			relid;
+	char	   *consumer;
+	int32		slot;
+	int64		token;
+	int64		current;
+	int64		position;
+	int			slots;
+	StreamRef  *ref;
+	TupleDesc	tupdesc;
+	Datum		values[3];
+	bool		nulls[3] = {false, false, false};
+	Oid			argtypes[2] = {REGCLASSOID, TEXTOID};
+	Datum		args[2];
+	char	   *slot_expr;
+
+	stream_check_not_null(fcinfo, 4, "stream table, group name, slot and token");
+	relid = PG_GETARG_OID(0);
+	consumer = text_to_cstring(PG_GETARG_TEXT_PP(1));
+	slot = PG_GETARG_INT32(2);
+	token = PG_GETARG_INT64(3);
+	ref = stream_lookup(relid, false);
+	slots = group_lookup(relid, consumer);
+	check_slot(slot, slots);
+
+	position = slot_row(relid, consumer, slot, false, &current);
+	if (current != token)
+		report_lease_lost(consumer, slot, token, current);
+
+	args[0] = ObjectIdGetDatum(relid);
+	args[1] = CStringGetTextDatum(consumer);
+	slot_expr = stream_catalog_text("SELECT slot_expr FROM stream_seq.consumer "
+									"WHERE stream = $1 AND consumer = $2",
+									2, argtypes, args);
+
+	if (get_call_result_type(fcinfo, NULL, &tupdesc) != TYPEFUNC_COMPOSITE)
+		elog(ERROR, "return type must be a row type");
+	values[0] = Int64GetDatum(position);
+	values[1] = CStringGetTextDatum(slot_expr);
+	values[2] = CStringGetDatum(get_attname(relid, ref->seq_attnum, false));
+	values[2] = DirectFunctionCall1(namein, values[2]);
+	PG_RETURN_DATUM(HeapTupleGetDatum(heap_form_tuple(tupdesc, values, nulls)));
+}
+
+/*
+ * stream_seq_advance_slot
+ *		SQL: advance_slot(stream, consumer, slot, token, to_position): move
+ *		the slot's position forward in the caller's transaction, if the
+ *		worker still holds the slot: its row is locked and its token
+ *		compared, and a changed token fails with SQLSTATE SS001, changing
+ *		nothing.  As advance(): never backwards, never to or past the
+ *		horizon.
+ */
+Datum
+stream_seq_advance_slot(PG_FUNCTION_ARGS)
+{
+	Oid			relid;
+	char	   *consumer;
+	int32		slot;
+	int64		token;
+	int64		to_position;
+	int64		current;
+	int64		position;
+	int64		horizon;
+	int			slots;
+	StreamRef  *ref;
+	Oid			argtypes[4] = {REGCLASSOID, TEXTOID, INT4OID, INT8OID};
+	Datum		values[4];
+
+	stream_check_not_null(fcinfo, 5, "stream table, group name, slot, token and position");
+	relid = PG_GETARG_OID(0);
+	consumer = text_to_cstring(PG_GETARG_TEXT_PP(1));
+	slot = PG_GETARG_INT32(2);
+	token = PG_GETARG_INT64(3);
+	to_position = PG_GETARG_INT64(4);
+	ref = stream_lookup(relid, false);
+	slots = group_lookup(relid, consumer);
+	check_slot(slot, slots);
+
+	position = slot_row(relid, consumer, slot, true, &current);
+	if (current != token)
+		report_lease_lost(consumer, slot, token, current);
+	if (to_position < position)
+		ereport(ERROR,
+				(errcode(ERRCODE_INVALID_PARAMETER_VALUE),
+				 errmsg("cannot move slot %d of group \"%s\" backwards", slot, consumer),
+				 errdetail("Its position is " INT64_FORMAT "; the requested position is " INT64_FORMAT ".",
+						   position, to_position),
+				 errhint("The owner of the group can move it with stream_seq.reset().")));
+	horizon = stream_statement_horizon(ref);
+	if (to_position >= horizon)
+		ereport(ERROR,
+				(errcode(ERRCODE_INVALID_PARAMETER_VALUE),
+				 errmsg("cannot advance slot %d of group \"%s\" to " INT64_FORMAT,
+						slot, consumer, to_position),
+				 errdetail("The horizon is " INT64_FORMAT "; rows at or above it cannot have been read yet.",
+						   horizon)));
+	if (to_position == position)
+		PG_RETURN_VOID();
+
+	values[0] = ObjectIdGetDatum(relid);
+	values[1] = CStringGetTextDatum(consumer);
+	values[2] = Int32GetDatum(slot);
+	values[3] = Int64GetDatum(to_position);
+	stream_catalog_exec("UPDATE stream_seq.consumer_slot "
+						"SET position = $4, advanced_at = pg_catalog.now() "
+						"WHERE stream = $1 AND consumer = $2 AND slot = $3",
+						4, argtypes, values, NULL, 0, NULL);
+	PG_RETURN_VOID();
+}
+
+/*
+ * stream_seq_slot_position
+ *		SQL: slot_position(stream, consumer, slot): the last number the slot
+ *		has finished; for wait().
+ */
+Datum
+stream_seq_slot_position(PG_FUNCTION_ARGS)
+{
+	Oid			relid = PG_GETARG_OID(0);
+	char	   *consumer = text_to_cstring(PG_GETARG_TEXT_PP(1));
+	int32		slot = PG_GETARG_INT32(2);
+	int64		token;
+
+	(void) stream_lookup(relid, false);
+	check_slot(slot, group_lookup(relid, consumer));
+	PG_RETURN_INT64(slot_row(relid, consumer, slot, false, &token));
+}
+
+/*
+ * stream_seq_park
+ *		SQL: park(stream, consumer, seq, reason text DEFAULT NULL): set row
+ *		"seq" aside, in the caller's transaction (which then advances past
+ *		it); parking it again counts another attempt.  For groups and plain
+ *		consumers alike.
+ */
+Datum
+stream_seq_park(PG_FUNCTION_ARGS)
+{
+	Oid			relid;
+	char	   *consumer;
+	int64		seq;
+	Oid			owner;
+	Oid			argtypes[4] = {REGCLASSOID, TEXTOID, INT8OID, TEXTOID};
+	Datum		values[4];
+	char		nulls[4] = {' ', ' ', ' ', ' '};
+	int64		horizon;
+
+	stream_check_not_null(fcinfo, 3, "stream table, consumer name and number");
+	relid = PG_GETARG_OID(0);
+	consumer = text_to_cstring(PG_GETARG_TEXT_PP(1));
+	seq = PG_GETARG_INT64(2);
+	stream_check_select(relid);
+	horizon = stream_statement_horizon(stream_lookup(relid, false));
+	(void) stream_consumer_lookup(relid, consumer, false, &owner, NULL);
+	stream_check_consumer_owner(relid, consumer, owner);
+	if (seq < 1 || seq >= horizon)
+		ereport(ERROR,
+				(errcode(ERRCODE_INVALID_PARAMETER_VALUE),
+				 errmsg("cannot park row " INT64_FORMAT " of stream table \"%s\"",
+						seq, get_rel_name(relid)),
+				 errdetail("The horizon is " INT64_FORMAT "; a parked row must be below it.",
+						   horizon)));
+
+	values[0] = ObjectIdGetDatum(relid);
+	values[1] = CStringGetTextDatum(consumer);
+	values[2] = Int64GetDatum(seq);
+	if (PG_ARGISNULL(3))
+	{
+		values[3] = (Datum) 0;
+		nulls[3] = 'n';
+	}
+	else
+		values[3] = PointerGetDatum(PG_GETARG_TEXT_PP(3));
+	{
+		int			save_nestlevel;
+		Oid			save_userid;
+		int			save_sec_context;
+
+		/* with the NULL reason, so through SPI directly */
+		stream_run_as(stream_catalog_owner(), &save_nestlevel, &save_userid,
+					  &save_sec_context);
+		if (SPI_connect() != SPI_OK_CONNECT)
+			elog(ERROR, "SPI_connect failed");
+		if (SPI_execute_with_args("INSERT INTO stream_seq.parked "
+								  "(stream, consumer, seq, reason) VALUES ($1, $2, $3, $4) "
+								  "ON CONFLICT (stream, consumer, seq) DO UPDATE "
+								  "SET attempts = parked.attempts + 1, "
+								  "reason = excluded.reason, last_failed = pg_catalog.now()",
+								  4, argtypes, values, nulls, false, 0) < 0)
+			elog(ERROR, "could not park row");
+		SPI_finish();
+		stream_run_as_end(save_nestlevel, save_userid, save_sec_context);
+	}
+	PG_RETURN_VOID();
+}
+
+/*
+ * stream_seq_take_parked
+ *		SQL: _take_parked(stream, consumer, max_rows) RETURNS TABLE (seq,
+ *		reason, attempts), for replay(): removes up to max_rows parked rows
+ *		of the consumer, lowest first, skipping those another replay has
+ *		locked, in the caller's transaction.
+ */
+Datum
+stream_seq_take_parked(PG_FUNCTION_ARGS)
+{
+	ReturnSetInfo *rsinfo = (ReturnSetInfo *) fcinfo->resultinfo;
+	Oid			relid;
+	char	   *consumer;
+	int32		max_rows;
+	Oid			owner;
+	Oid			argtypes[3] = {REGCLASSOID, TEXTOID, INT4OID};
+	Datum		values[3];
+	int			save_nestlevel;
+	Oid			save_userid;
+	int			save_sec_context;
+	uint64		i;
+
+	stream_check_not_null(fcinfo, 3, "stream table, consumer name and max_rows");
+	relid = PG_GETARG_OID(0);
+	consumer = text_to_cstring(PG_GETARG_TEXT_PP(1));
+	max_rows = PG_GETARG_INT32(2);
+	if (max_rows < 1)
+		ereport(ERROR,
+				(errcode(ERRCODE_INVALID_PARAMETER_VALUE),
+				 errmsg("max_rows must be at least 1")));
+	stream_check_select(relid);
+	(void) stream_lookup(relid, false);
+	(void) stream_consumer_lookup(relid, consumer, false, &owner, NULL);
+	stream_check_consumer_owner(relid, consumer, owner);
+
+	InitMaterializedSRF(fcinfo, 0);
+	values[0] = ObjectIdGetDatum(relid);
+	values[1] = CStringGetTextDatum(consumer);
+	values[2] = Int32GetDatum(max_rows);
+	stream_run_as(stream_catalog_owner(), &save_nestlevel, &save_userid,
+				  &save_sec_context);
+	if (SPI_connect() != SPI_OK_CONNECT)
+		elog(ERROR, "SPI_connect failed");
+	if (SPI_execute_with_args("DELETE FROM stream_seq.parked p "
+							  "WHERE (stream, consumer, seq) IN ("
+							  "  SELECT stream, consumer, seq FROM stream_seq.parked "
+							  "   WHERE stream = $1 AND consumer = $2 "
+							  "   ORDER BY seq LIMIT $3 FOR UPDATE SKIP LOCKED) "
+							  "RETURNING p.seq, p.reason, p.attempts",
+							  3, argtypes, values, NULL, false, 0) < 0)
+		elog(ERROR, "could not take parked rows");
+	for (i = 0; i < SPI_processed; i++)
+	{
+		Datum		out[3];
+		bool		nulls[3];
+		int			j;
+
+		for (j = 0; j < 3; j++)
+			out[j] = SPI_getbinval(SPI_tuptable->vals[i], SPI_tuptable->tupdesc,
+								   j + 1, &nulls[j]);
+		tuplestore_putvalues(rsinfo->setResult, rsinfo->setDesc, out, nulls);
+	}
+	SPI_finish();
+	stream_run_as_end(save_nestlevel, save_userid, save_sec_context);
+	return (Datum) 0;
+}
+
+/*
+ * stream_seq_reset
+ *		SQL: reset(stream, consumer, to_position, slot integer DEFAULT
+ *		NULL): move a consumer, one slot of a group, or every slot of a
+ *		group (slot NULL) to "to_position", backwards or forwards, recording
+ *		when, by whom and from where; the consumers and consumer_slots views
+ *		show it.  For the consumer's owner or the table's owner.  Below the
+ *		horizon; positions before the retained stream make read() say so.
+ */
+Datum
+stream_seq_reset(PG_FUNCTION_ARGS)
+{
+	Oid			relid;
+	char	   *consumer;
+	int64		to_position;
+	Oid			owner;
+	int			slots;
+	int64		horizon;
+	Oid			argtypes[5] = {REGCLASSOID, TEXTOID, INT8OID, OIDOID, INT4OID};
+	Datum		values[5];
+	char		nulls[5] = {' ', ' ', ' ', ' ', ' '};
+	uint64		changed;
+
+	stream_check_not_null(fcinfo, 3, "stream table, consumer name and position");
+	relid = PG_GETARG_OID(0);
+	consumer = text_to_cstring(PG_GETARG_TEXT_PP(1));
+	to_position = PG_GETARG_INT64(2);
+	stream_check_select(relid);
+	horizon = stream_statement_horizon(stream_lookup(relid, false));
+	(void) stream_consumer_lookup(relid, consumer, true, &owner, &slots);
+	stream_check_consumer_owner(relid, consumer, owner);
+	if (to_position < 0 || to_position >= horizon)
+		ereport(ERROR,
+				(errcode(ERRCODE_INVALID_PARAMETER_VALUE),
+				 errmsg("cannot reset consumer \"%s\" of stream table \"%s\" to " INT64_FORMAT,
+						consumer, get_rel_name(relid), to_position),
+				 errdetail("A position must be at least 0 and below the horizon, " INT64_FORMAT ".",
+						   horizon)));
+	if (!PG_ARGISNULL(3) && slots == 0)
+		ereport(ERROR,
+				(errcode(ERRCODE_INVALID_PARAMETER_VALUE),
+				 errmsg("consumer \"%s\" of stream table \"%s\" has no slots",
+						consumer, get_rel_name(relid))));
+	if (!PG_ARGISNULL(3))
+		check_slot(PG_GETARG_INT32(3), slots);
+
+	values[0] = ObjectIdGetDatum(relid);
+	values[1] = CStringGetTextDatum(consumer);
+	values[2] = Int64GetDatum(to_position);
+	values[3] = ObjectIdGetDatum(GetUserId());
+	if (PG_ARGISNULL(3))
+	{
+		values[4] = (Datum) 0;
+		nulls[4] = 'n';
+	}
+	else
+		values[4] = Int32GetDatum(PG_GETARG_INT32(3));
+	{
+		int			save_nestlevel;
+		Oid			save_userid;
+		int			save_sec_context;
+		const char *sql = slots == 0 ?
+		"UPDATE stream_seq.consumer SET reset_from = position, position = $3, "
+		"reset_at = pg_catalog.now(), reset_by = $4::pg_catalog.regrole, "
+		"advanced_at = pg_catalog.now() "
+		"WHERE stream = $1 AND consumer = $2 AND $5::int IS NULL" :
+		"UPDATE stream_seq.consumer_slot SET reset_from = position, position = $3, "
+		"reset_at = pg_catalog.now(), reset_by = $4::pg_catalog.regrole, "
+		"advanced_at = pg_catalog.now() "
+		"WHERE stream = $1 AND consumer = $2 AND ($5::int IS NULL OR slot = $5)";
+
+		stream_run_as(stream_catalog_owner(), &save_nestlevel, &save_userid,
+					  &save_sec_context);
+		if (SPI_connect() != SPI_OK_CONNECT)
+			elog(ERROR, "SPI_connect failed");
+		if (SPI_execute_with_args(sql, 5, argtypes, values, nulls, false, 0) < 0)
+			elog(ERROR, "could not reset consumer");
+		changed = SPI_processed;
+		SPI_finish();
+		stream_run_as_end(save_nestlevel, save_userid, save_sec_context);
+	}
+	if (changed == 0)
+		elog(ERROR, "consumer \"%s\" was not reset", consumer);
+	PG_RETURN_VOID();
+}
