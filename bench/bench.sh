@@ -2,8 +2,9 @@
 # bench.sh ("make bench"): stream_seq against the alternatives, in one run.
 #
 # Starts a throwaway cluster (bench/lib.sh) with stream_seq preloaded and
-# measures five contenders, alternating them, with pgbench and the scripts
-# in bench/pgbench/ and bench/reader.py:
+# measures seven contenders, alternating them, with pgbench and the scripts
+# in bench/pgbench/ and bench/reader.py.  The five of issue 5, each table
+# with the index its reader needs:
 #   serial  (a) bigserial table, plain INSERT, reader "id > cursor" (unsafe)
 #   xid8    (b) xid8 DEFAULT pg_current_xact_id() + bigserial, reader below
 #               pg_snapshot_xmin(pg_current_snapshot()), cursor (xid, id)
@@ -11,10 +12,17 @@
 #   pgq     (d) PgQ pgq.insert_event, consumer batches; the ticker is
 #               reader.py calling pgq.ticker() every 50 ms (max_lag 0)
 #   stream  (e) stream_seq, reader "seq > cursor AND seq < horizon()"
-# Figures (numbers as in issue 5):
-#   1 writer throughput: 1- and 10-row transactions, 1/8/32 clients,
-#     synchronous_commit on/off; BENCH_REPS runs of BENCH_SECONDS each,
-#     medians
+# and the same-index shape of issue 11, a primary key plus the unique index
+# on the sequence column on both sides (writers only):
+#   serial_pk  (a) as (id bigserial PRIMARY KEY, seq bigserial UNIQUE, ...)
+#   stream_pk  (e) as (id bigserial PRIMARY KEY, seq bigint numbered by
+#              stream_seq (its partial unique index), ...)
+# Figures (numbers as in issues 5 and 11):
+#   1 writer throughput: 1- and 10-row transactions, BENCH_CLIENTS clients,
+#     synchronous_commit on/off, every contender; BENCH_REPS rounds, each
+#     running every cell once with the contenders in a rotated order, runs
+#     of BENCH_SECONDS; medians with the spread (min-max) across rounds, and
+#     ratios against the bigserial contender of the same shape
 #   2 visibility lag (commit returned -> row returned by the reader) of a
 #     probe row every 10 ms, under 8 writers whose 1-row transactions stay
 #     open 0-3 ms (the demo's load)
@@ -25,29 +33,85 @@
 #     their commit by a deferred trigger waiting on an advisory lock); the
 #     variants run interleaved in one pgbench run, compared by mean latency
 #   5 rows skipped by each reader during the runs of figures 2 and 3
+#     (figures 2, 3 and 5 run the five contenders of issue 5 only)
 #   6 shared memory per stream and per tracked transaction
-# Prints the table, writes it to bench/results.md, draws bench/throughput.png
-# (gnuplot) and keeps the raw numbers in bench/out/.
+#   7 physical cost per row, every contender, 1- and 10-row transactions:
+#     BENCH_COST_ROWS rows written by 8 clients (pgbench -t,
+#     synchronous_commit off) with autovacuum off; WAL bytes per row
+#     (pg_current_wal_insert_lsn() before and after; PgQ without its ticker,
+#     so the ticks' WAL is not included), dead tuples per row
+#     (pg_stat_user_tables.n_dead_tup), heap bytes per row in the pages
+#     that hold row versions (pageinspect), index bytes per row
+#     (pg_indexes_size), table+index bytes per row (pg_total_relation_size)
+#     before and after a plain VACUUM, and the VACUUM's own WAL (run after
+#     a CHECKPOINT, full-page images included)
+#   8 autovacuum work: for BENCH_VACUUM_CONTENDERS one after the other, on
+#     a cluster otherwise idle, BENCH_VACUUM_SECONDS of 1-row transactions
+#     at a fixed rate (pgbench --rate BENCH_VACUUM_RATE,
+#     BENCH_VACUUM_CLIENTS clients, synchronous_commit off so that the rate
+#     holds on a small machine) with autovacuum_naptime = 5s and
+#     log_autovacuum_min_duration = 0; report.py reads the server log's
+#     "automatic vacuum of table" entries (runs, heap pages scanned and
+#     removed, tuples removed, index scans and the index pages they read,
+#     WAL) and pg_stat_user_tables (autovacuum_count, n_dead_tup at the end)
+# Prints the tables, writes them to bench/results.md, draws
+# bench/throughput.png (gnuplot) and keeps the raw numbers in bench/out/.
 #
 # As root it installs the Debian packages it needs (postgresql-15,
 # postgresql-server-dev-15, make, gcc, python3-psycopg2, gnuplot-nox,
 # postgresql-15-pgq3); otherwise it prints the apt-get command.
-# Environment: BENCH_SECONDS (2), BENCH_REPS (4), BENCH_CLIENTS ("1 8 32"),
-# BENCH_CONTENDERS ("serial xid8 lock pgq stream"), BENCH_FIGURES
-# ("1 2 3 4 6"; 5 comes with 2 and 3), BENCH_LAG_SECONDS (8),
-# BENCH_STALL_SECONDS (10), BENCH_PORT (55402), STREAM_SEQ_SKIP_BUILD.
+# Environment (defaults in parentheses; the defaults take about 30 minutes,
+# figure 1 half of it and figure 8 ten minutes):
+#   BENCH_SECONDS (5)          length of a figure 1 run; figure 4's runs
+#                              last twice as long
+#   BENCH_REPS (3)             rounds of figure 1, runs of figure 4
+#   BENCH_CLIENTS ("8 32")     figure 1 client counts; "1 8 32" adds the
+#                              1-client rows (about 7 more minutes)
+#   BENCH_CONTENDERS ("serial xid8 lock pgq stream serial_pk stream_pk")
+#                              contenders of figures 1-3 and 7
+#   BENCH_FIGURES ("1 2 3 4 6 7 8"; 5 comes with 2 and 3)
+#   BENCH_LAG_SECONDS (8)      figure 2 run length
+#   BENCH_STALL_SECONDS (10)   figure 3: how long the transaction stays open
+#   BENCH_COST_ROWS (50000)    figure 7: rows written per measurement
+#                              (rounded down to a multiple of 80)
+#   BENCH_VACUUM_CONTENDERS ("serial_pk stream_pk")
+#   BENCH_VACUUM_SECONDS (300) figure 8: run length per contender
+#   BENCH_VACUUM_RATE (500)    figure 8: transactions (= rows) per second
+#   BENCH_VACUUM_CLIENTS (4)   figure 8: pgbench clients
+#   BENCH_VACUUM_RELOPTIONS ("")
+#                              figure 8: storage parameters set on both
+#                              tables for the run, e.g.
+#                              "autovacuum_vacuum_scale_factor = 0.01"
+#   BENCH_PORT (55402)
+#   PGBIN (/usr/lib/postgresql/15/bin)
+#                              the PostgreSQL installation used (bench/lib.sh)
+#   STREAM_SEQ_SKIP_BUILD      set: use the installed stream_seq as it is
+#                              instead of building and installing it
 set -euo pipefail
 . "$(dirname "$0")/lib.sh"
 
-SECS=${BENCH_SECONDS:-2}
-REPS=${BENCH_REPS:-4}
-CLIENTS=${BENCH_CLIENTS:-"1 8 32"}
-CONTENDERS=${BENCH_CONTENDERS:-"serial xid8 lock pgq stream"}
-FIGURES=${BENCH_FIGURES:-"1 2 3 4 6"}
+SECS=${BENCH_SECONDS:-5}
+REPS=${BENCH_REPS:-3}
+CLIENTS=${BENCH_CLIENTS:-"8 32"}
+CONTENDERS=${BENCH_CONTENDERS:-"serial xid8 lock pgq stream serial_pk stream_pk"}
+FIGURES=${BENCH_FIGURES:-"1 2 3 4 6 7 8"}
 LAG_SECS=${BENCH_LAG_SECONDS:-8}
 STALL_SECS=${BENCH_STALL_SECONDS:-10}
+COST_ROWS=${BENCH_COST_ROWS:-50000}
+VAC_CONTENDERS=${BENCH_VACUUM_CONTENDERS:-"serial_pk stream_pk"}
+VAC_SECS=${BENCH_VACUUM_SECONDS:-300}
+VAC_RATE=${BENCH_VACUUM_RATE:-500}
+VAC_CLIENTS=${BENCH_VACUUM_CLIENTS:-4}
+VAC_RELOPTS=${BENCH_VACUUM_RELOPTIONS:-}
 PORT=${BENCH_PORT:-55402}
 OUT=$BENCH_DIR/out
+
+# reader.py knows the five contenders of issue 5; the same-index ones
+# (*_pk) only write
+LAG_CONTENDERS=""
+for k in $CONTENDERS; do
+	[[ $k == *_pk ]] || LAG_CONTENDERS="$LAG_CONTENDERS $k"
+done
 
 need_packages postgresql-15 postgresql-server-dev-15 make gcc python3-psycopg2 \
 	gnuplot-nox postgresql-15-pgq3
@@ -178,7 +242,7 @@ stream_state() {
 }
 
 if has_figure 2; then
-	for k in $CONTENDERS; do
+	for k in $LAG_CONTENDERS; do
 		lagrun "lag.$k" "$k" "$LAG_SECS"
 	done
 	log "figures 2 and 5: lag under load done"
@@ -186,7 +250,7 @@ fi
 
 if has_figure 3; then
 	for kind in other stream; do
-		for k in $CONTENDERS; do
+		for k in $LAG_CONTENDERS; do
 			lagrun "stall.$kind.$k" "$k" $((STALL_SECS + 2)) \
 				--stall "$kind" --stall-at 1 --stall-secs "$STALL_SECS"
 		done
@@ -261,11 +325,180 @@ if has_figure 6; then
 	EOF
 fi
 
+#
+# Figure 7: physical cost per row
+#
+# the tables that hold a contender's rows, comma-separated: ev_<k>, or the
+# event tables of PgQ's queue (the children of its data table)
+rels_of() {
+	case $1 in
+	pgq)
+		psql_q -At -c "SELECT string_agg(inhrelid::regclass::text, ', ' ORDER BY inhrelid::regclass::text)
+		                 FROM pg_inherits
+		                WHERE inhparent = (SELECT queue_data_pfx FROM pgq.queue
+		                                    WHERE queue_name = 'ev_pgq')::regclass"
+		;;
+	*) echo "ev_$1" ;;
+	esac
+}
+
+# what pg_stat_user_tables and the size functions say about those tables:
+# "inserted updated dead table_bytes index_bytes" (table = heap, TOAST,
+# free space map and visibility map)
+rel_stats() {
+	psql_q -At -F ' ' -c "SELECT coalesce(sum(n_tup_ins), 0), coalesce(sum(n_tup_upd), 0),
+	                             coalesce(sum(n_dead_tup), 0),
+	                             coalesce(sum(pg_table_size(relid)), 0),
+	                             coalesce(sum(pg_indexes_size(relid)), 0)
+	                        FROM pg_stat_user_tables WHERE relid = ANY ('{$1}'::regclass[])"
+}
+
+# bytes in the heap pages of those tables that hold row versions (live or
+# dead): a table that concurrent inserts extend adds up to 20 pages per
+# waiting backend at once, so its size runs ahead of its rows (pageinspect)
+heap_in_use() {
+	psql_q -At -c "SELECT coalesce(sum(8192 * (SELECT count(*)
+	                                             FROM generate_series(0, pg_relation_size(r) / 8192 - 1) b
+	                                            WHERE (page_header(get_raw_page(r::text, b))).lower > 24)), 0)
+	                 FROM unnest('{$1}'::regclass[]) r"
+}
+
+lsn() { psql_q -At -c "SELECT pg_current_wal_insert_lsn()"; }
+lsn_diff() { psql_q -At -c "SELECT pg_wal_lsn_diff('$1', '$2')::bigint"; }
+
+# wait (up to 60 s) until no autovacuum worker is running
+autovacuum_idle() {
+	local _
+	for _ in $(seq 600); do
+		[ "$(psql_q -At -c "SELECT count(*) FROM pg_stat_activity WHERE backend_type = 'autovacuum worker'")" = 0 ] && return 0
+		sleep 0.1
+	done
+	echo "autovacuum workers still running after 60 s" >&2
+}
+
+if has_figure 7; then
+	# autovacuum off for the whole cluster, so that neither the measured
+	# tables nor the catalogs are vacuumed (and write WAL) during a
+	# measurement
+	psql_q -o /dev/null -c "ALTER SYSTEM SET autovacuum = off" -c "SELECT pg_reload_conf()"
+	autovacuum_idle
+	# the same number of rows for 1- and 10-row transactions of 8 clients
+	blocks=$((COST_ROWS / 80))
+	for rows in 1 10; do
+		per_client=$((blocks * 10 / rows))
+		nrows=$((per_client * 8 * rows))
+		for k in $CONTENDERS; do
+			if [ "$k" = pgq ]; then
+				reset pgq
+				truncate=""
+			else
+				truncate="TRUNCATE ev_$k;"
+			fi
+			rels=$(rels_of "$k")
+			# empty the table, flush this session's statistics (the TRUNCATE
+			# zeroes n_dead_tup when they arrive) and start from a checkpoint,
+			# so that every measurement writes the same few full-page images:
+			# the first change of the pages that exist at the checkpoint (the
+			# index metapages, the sequences), none for pages made after it
+			psql_q -o /dev/null <<-SQL
+				$truncate
+				DO \$\$ BEGIN PERFORM pg_stat_force_next_flush(); END \$\$;
+				CHECKPOINT;
+			SQL
+			read -r ins0 upd0 _ <<<"$(rel_stats "$rels")"
+			lsn0=$(lsn)
+			read -r _ failed < <(PGOPTIONS="-c synchronous_commit=off" \
+				pgb "$OUT/cost.$k.$rows.log" -c 8 -j 2 -t "$per_client" \
+				-D rows="$rows" -D hold=0 -f "$BENCH_DIR/pgbench/write_$k.sql")
+			lsn1=$(lsn)
+			# the writers' counters arrive when their backends exit
+			for _ in $(seq 200); do
+				read -r ins _ <<<"$(rel_stats "$rels")"
+				[ $((ins - ins0)) -ge "$nrows" ] && break
+				sleep 0.1
+			done
+			read -r ins upd dead tbl idx <<<"$(rel_stats "$rels")"
+			heap=$(heap_in_use "$rels")
+			psql_q -o /dev/null -c CHECKPOINT
+			lsn2=$(lsn)
+			psql_q -o /dev/null -c "VACUUM $rels"
+			lsn3=$(lsn)
+			read -r _ _ _ tbl2 idx2 <<<"$(rel_stats "$rels")"
+			printf 'cost\t%s\t%s\t%s\t%s\t%s\t%s\t%s\t%s\t%s\t%s\t%s\t%s\t%s\t%s\n' "$k" "$rows" "$nrows" \
+				$((ins - ins0)) $((upd - upd0)) "$dead" "$(lsn_diff "$lsn1" "$lsn0")" \
+				"$tbl" "$idx" "$heap" "$tbl2" "$idx2" "$(lsn_diff "$lsn3" "$lsn2")" "$failed" >>"$RAW"
+		done
+		log "figure 7: physical cost, $rows-row transactions done"
+	done
+	psql_q -o /dev/null -c "ALTER SYSTEM RESET autovacuum" -c "SELECT pg_reload_conf()"
+fi
+
+#
+# Figure 8: autovacuum work at a fixed rate, one contender after the other
+#
+if has_figure 8; then
+	psql_q -o /dev/null <<-SQL
+		ALTER SYSTEM SET autovacuum_naptime = '5s';
+		ALTER SYSTEM SET log_autovacuum_min_duration = 0;
+		SELECT pg_reload_conf();
+	SQL
+	# empty every contender's table, so that autovacuum finds work only in
+	# the measured one
+	for k in $CONTENDERS $VAC_CONTENDERS; do
+		reset "$k"
+	done
+	for k in $VAC_CONTENDERS; do
+		psql_q -o /dev/null <<-SQL
+			${VAC_RELOPTS:+ALTER TABLE ev_$k SET ($VAC_RELOPTS);}
+			SELECT pg_stat_reset_single_table_counters('ev_$k'::regclass);
+		SQL
+		autovacuum_idle
+		psql_q -o /dev/null -c CHECKPOINT
+		logpos=$(stat -c %s "$CLUSTER_DIR/server.log")
+		lsn0=$(lsn)
+		read -r tps failed < <(PGOPTIONS="-c synchronous_commit=off" \
+			pgb "$OUT/vac.$k.log" -c "$VAC_CLIENTS" -j 2 -R "$VAC_RATE" -T "$VAC_SECS" \
+			-D rows=1 -D hold=0 -f "$BENCH_DIR/pgbench/write_$k.sql")
+		lsn1=$(lsn)
+		# an autovacuum still running works on this run's rows: wait for it,
+		# and for its log entry (written after it leaves
+		# pg_stat_progress_vacuum)
+		for _ in $(seq 1200); do
+			[ "$(psql_q -At -c "SELECT count(*) FROM pg_stat_progress_vacuum WHERE relid = 'ev_$k'::regclass")" = 0 ] && break
+			sleep 0.1
+		done
+		for _ in $(seq 100); do
+			tail -c +$((logpos + 1)) "$CLUSTER_DIR/server.log" >"$OUT/autovacuum.$k.log"
+			runs=$(grep -c "automatic vacuum of table \"postgres.public.ev_$k\"" "$OUT/autovacuum.$k.log" || true)
+			count=$(psql_q -At -c "SELECT autovacuum_count FROM pg_stat_user_tables WHERE relid = 'ev_$k'::regclass")
+			[ "$runs" -ge "$count" ] && break
+			sleep 0.1
+		done
+		read -r nrows count acount dead size < <(psql_q -At -F ' ' -c "
+			SELECT (SELECT count(*) FROM ev_$k), autovacuum_count, autoanalyze_count, n_dead_tup,
+			       pg_total_relation_size(relid)
+			  FROM pg_stat_user_tables WHERE relid = 'ev_$k'::regclass")
+		printf 'vac\t%s\t%s\t%s\t%s\t%s\t%s\t%s\t%s\t%s\t%s\t%s\n' "$k" "$VAC_SECS" "$VAC_RATE" \
+			"$nrows" "$tps" "$failed" "$count" "$acount" "$dead" "$size" \
+			"$(lsn_diff "$lsn1" "$lsn0")" >>"$RAW"
+		psql_q -c "TRUNCATE ev_$k"
+		log "figure 8: autovacuum work of $k done"
+	done
+	psql_q -o /dev/null <<-SQL
+		ALTER SYSTEM RESET autovacuum_naptime;
+		ALTER SYSTEM RESET log_autovacuum_min_duration;
+		SELECT pg_reload_conf();
+	SQL
+fi
+
 printf 'meta\tstall_secs\t%s\n' "$STALL_SECS" >>"$RAW"
 printf 'meta\tlag_secs\t%s\n' "$LAG_SECS" >>"$RAW"
 printf 'meta\truntime\t%s\n' $(($(date +%s) - T0)) >>"$RAW"
-printf 'meta\tsettings\tBENCH_SECONDS=%s BENCH_REPS=%s BENCH_CLIENTS="%s" BENCH_LAG_SECONDS=%s BENCH_STALL_SECONDS=%s\n' \
-	"$SECS" "$REPS" "$CLIENTS" "$LAG_SECS" "$STALL_SECS" >>"$RAW"
+printf 'meta\tsettings\tBENCH_SECONDS=%s BENCH_REPS=%s BENCH_CLIENTS="%s" BENCH_LAG_SECONDS=%s BENCH_STALL_SECONDS=%s BENCH_COST_ROWS=%s BENCH_VACUUM_SECONDS=%s BENCH_VACUUM_RATE=%s BENCH_VACUUM_CLIENTS=%s%s\n' \
+	"$SECS" "$REPS" "$CLIENTS" "$LAG_SECS" "$STALL_SECS" "$COST_ROWS" "$VAC_SECS" "$VAC_RATE" "$VAC_CLIENTS" \
+	"${VAC_RELOPTS:+ BENCH_VACUUM_RELOPTIONS=\"$VAC_RELOPTS\"}" >>"$RAW"
+printf 'meta\tsecs\t%s\n' "$SECS" >>"$RAW"
+printf 'meta\tvacuum_reloptions\t%s\n' "${VAC_RELOPTS:-none}" >>"$RAW"
 printf 'meta\tcpu\t%s (%s cores)\n' "$(sed -n 's/^model name[[:space:]]*: //p' /proc/cpuinfo | head -1)" "$(nproc)" >>"$RAW"
 printf 'meta\tpostgres\t%s\n' "$(psql_q -At -c 'SHOW server_version')" >>"$RAW"
 printf 'meta\tdate\t%s\n' "$(date -u '+%Y-%m-%d %H:%M UTC')" >>"$RAW"

@@ -14,8 +14,13 @@
 #
 # initdb refuses to run as root, so as root the cluster belongs to the
 # "postgres" user (created by the postgresql-15 package).
+#
+# Environment: PGBIN, the PostgreSQL 15 bin directory whose initdb, pg_ctl,
+# psql and pgbench are used (default /usr/lib/postgresql/15/bin); the
+# extension is built and installed with the pg_config found there, so that
+# a copy of the installation tree can be used instead of the system's.
 
-PGBIN=/usr/lib/postgresql/15/bin
+PGBIN=${PGBIN:-/usr/lib/postgresql/15/bin}
 PG_CONFIG=$PGBIN/pg_config
 PY=/usr/bin/python3
 BENCH_DIR=$(cd "$(dirname "${BASH_SOURCE[0]}")" && pwd)

@@ -1,13 +1,15 @@
 #!/usr/bin/python3
 """report.py OUT_DIR RESULTS_MD CHART_PNG: turn bench.sh's raw numbers
-(OUT_DIR/raw.tsv and the reader's JSON lines) into the results table
-(printed and written as markdown), the target check, and the throughput
-chart (gnuplot)."""
+(OUT_DIR/raw.tsv, the reader's JSON lines, the pgbench latency logs and the
+server log's autovacuum entries) into the results tables (printed and
+written as markdown), the target check, and the throughput chart
+(gnuplot)."""
 
 import glob
 import json
 import math
 import os
+import re
 import statistics
 import subprocess
 import sys
@@ -18,8 +20,21 @@ NAMES = {
     "lock": "(c) advisory lock",
     "pgq": "(d) PgQ",
     "stream": "(e) stream_seq",
+    "serial_pk": "(a) bigserial, same indexes",
+    "stream_pk": "(e) stream_seq, same indexes",
 }
-ORDER = ["serial", "xid8", "lock", "pgq", "stream"]
+ORDER = ["serial", "xid8", "lock", "pgq", "stream", "serial_pk", "stream_pk"]
+# the contenders of issue 5 (one table each with the index its reader
+# needs) and the same-index shape of issue 11 (primary key plus the unique
+# index on seq); ratios are against the bigserial contender of the same
+# shape
+ISSUE5 = ["serial", "xid8", "lock", "pgq", "stream"]
+SAME_INDEX = ["serial_pk", "stream_pk"]
+
+
+def base_of(k):
+    """The bigserial contender of k's shape."""
+    return "serial_pk" if k in SAME_INDEX else "serial"
 
 
 def num(s):
@@ -53,14 +68,111 @@ def ratio(v, base):
     return "%.2f" % (v / base)
 
 
+def fmt_spread(values, digits=0, scale=1.0):
+    """'median [min-max]' of the values (times scale); the median alone
+    when there is one value."""
+    values = [v * scale for v in values if not math.isnan(v)]
+    if not values:
+        return "-"
+    m = fmt(statistics.median(values), digits)
+    if len(values) == 1:
+        return m
+    return "%s [%s-%s]" % (m, fmt(min(values), digits), fmt(max(values), digits))
+
+
+def ratio_spread(runs, base_runs):
+    """Ratio of the medians of two contenders' runs (dicts round -> value),
+    with [min-max] of the ratios of the runs of the same round."""
+    v = median(list(runs.values()))
+    b = median(list(base_runs.values()))
+    if math.isnan(v) or math.isnan(b) or b == 0:
+        return "-"
+    pairs = [runs[r] / base_runs[r] for r in runs
+             if r in base_runs and base_runs[r] and not math.isnan(runs[r])]
+    if len(pairs) < 2:
+        return "%.2f" % (v / b)
+    return "%.2f [%.2f-%.2f]" % (v / b, min(pairs), max(pairs))
+
+
+def per_row(v, rows, digits=0):
+    if rows <= 0 or v is None or math.isnan(v):
+        return "-"
+    return fmt(v / rows, digits)
+
+
+def parse_autovacuum_log(path, table):
+    """Sum the server log's "automatic vacuum of table" entries for table
+    (log_autovacuum_min_duration = 0): runs, index scans, heap pages
+    removed and scanned, tuples removed, index pages read by the index
+    scans (each reads the whole index: its size times the entry's index
+    scans), WAL bytes and full-page images."""
+    tot = dict(runs=0, index_scans=0, pages_removed=0, pages_scanned=0,
+               tuples_removed=0, index_pages=0, wal_bytes=0, fpi=0)
+    if not os.path.exists(path):
+        return None
+    head = re.compile(r'automatic vacuum of table "[^"]*\.%s": index scans: (\d+)' % re.escape(table))
+    patterns = {
+        "pages": re.compile(r"^\s+pages: (\d+) removed, (\d+) remain, (\d+) scanned"),
+        "tuples": re.compile(r"^\s+tuples: (\d+) removed"),
+        "wal": re.compile(r"^\s+WAL usage: (\d+) records, (\d+) full page images, (\d+) bytes"),
+        "index": re.compile(r'^\s+index ".*": pages: (\d+) in total'),
+    }
+    inside = False
+    scans = 0
+    with open(path, errors="replace") as fh:
+        for line in fh:
+            m = head.search(line)
+            if m:
+                inside = True
+                scans = int(m.group(1))
+                tot["runs"] += 1
+                tot["index_scans"] += scans
+                continue
+            if not inside or not line.startswith("\t"):
+                inside = False
+                continue
+            for name, pat in patterns.items():
+                m = pat.match(line)
+                if not m:
+                    continue
+                if name == "pages":
+                    tot["pages_removed"] += int(m.group(1))
+                    tot["pages_scanned"] += int(m.group(3))
+                elif name == "tuples":
+                    tot["tuples_removed"] += int(m.group(1))
+                elif name == "index":
+                    tot["index_pages"] += scans * int(m.group(1))
+                elif name == "wal":
+                    tot["fpi"] += int(m.group(2))
+                    tot["wal_bytes"] += int(m.group(3))
+    return tot
+
+
 def load(out):
-    tput, lagtps, meta = {}, {}, {}
+    tput, lagtps, meta, cost, vac = {}, {}, {}, [], []
     hstate = shmem = None
     for line in open(os.path.join(out, "raw.tsv")):
         f = line.rstrip("\n").split("\t")
         if f[0] == "tput":
             _, k, sc, rows, c, rep, tps, failed = f
-            tput.setdefault((k, sc, int(rows), int(c)), []).append(num(tps))
+            tput.setdefault((k, sc, int(rows), int(c)), {})[int(rep)] = num(tps)
+        elif f[0] == "cost":
+            keys = ("contender", "rows", "nrows", "inserted", "updated", "dead", "wal",
+                    "table", "index", "heap_in_use", "table_vac", "index_vac", "vacuum_wal",
+                    "failed")
+            r = dict(zip(keys, f[1:]))
+            for key in keys[1:]:
+                r[key] = num(r.get(key))
+            cost.append(r)
+        elif f[0] == "vac":
+            keys = ("contender", "secs", "rate", "rows", "tps", "failed", "autovacuum_count",
+                    "autoanalyze_count", "dead", "size", "wal")
+            r = dict(zip(keys, f[1:]))
+            for key in keys[1:]:
+                r[key] = num(r.get(key))
+            r["log"] = parse_autovacuum_log(
+                os.path.join(out, "autovacuum.%s.log" % r["contender"]), "ev_" + r["contender"])
+            vac.append(r)
         elif f[0] == "lagtps":
             lagtps[f[1]] = num(f[2])
         elif f[0] == "evicted":
@@ -93,14 +205,15 @@ def load(out):
         name = os.path.basename(path)[:-5]
         with open(path) as fh:
             runs[name] = json.loads(fh.readline())
-    return tput, lagtps, page, hstate, shmem, meta, runs
+    return tput, lagtps, page, hstate, shmem, meta, runs, cost, vac
 
 
 def main():
     out, md_path, png_path = sys.argv[1:4]
-    tput, lagtps, page, hstate, shmem, meta, runs = load(out)
+    tput, lagtps, page, hstate, shmem, meta, runs, cost, vac = load(out)
     present = [k for k in ORDER if any(key[0] == k for key in tput)
-               or any(r["contender"] == k for r in runs.values())]
+               or any(r["contender"] == k for r in runs.values())
+               or any(r["contender"] == k for r in cost)]
     md = []
     checks = []
 
@@ -124,46 +237,104 @@ def main():
               "`pg_snapshot_xmin(pg_current_snapshot())` with cursor (xid, id); (c) "
               "`pg_advisory_xact_lock` before `nextval`; (d) PgQ `pgq.insert_event`, "
               "ticker = `pgq.ticker()` every 50 ms with `ticker_max_lag` 0; (e) stream_seq, "
-              "reader `seq > cursor AND seq < stream_seq.horizon()`. Ratios are against (a) "
-              "in the same run.")
+              "reader `seq > cursor AND seq < stream_seq.horizon()`. Tables of issue 5: "
+              "(a) and (c) `id bigserial PRIMARY KEY`; (b) the same plus an index on "
+              "(xid, id); (d) PgQ's event tables (an index on `ev_txid`); (e) `seq bigint` "
+              "with stream_seq's partial unique index and no primary key. *Same indexes* "
+              "(issue 11): (a) and (e) with `id bigserial PRIMARY KEY` plus a unique index "
+              "on `seq`. Ratios are against (a) of the same shape, in the same run.")
     md.append("")
 
     # figure 1
     if tput:
+        def runs_of(k, sc, rows, c):
+            return tput.get((k, sc, rows, c), {})
+
+        def med(k, sc, rows, c):
+            return median(list(runs_of(k, sc, rows, c).values()))
+
         ks = sorted(set((sc, rows, c) for (_, sc, rows, c) in tput),
                     key=lambda t: (t[0] != "on", t[1], t[2]))
         reps = max(len(v) for v in tput.values())
-        for unit, mult in (("transactions/s", False), ("rows/s", True)):
-            md.append("## 1. Writer throughput, %s (median of %d runs; ratio to (a))"
-                      % (unit, reps))
+        secs = meta.get("secs", "?")
+        md.append("## 1. Writer throughput")
+        md.append("")
+        md.append("%d rounds; each round runs every row of the tables once per contender, "
+                  "the contenders in a rotated order, %s s per run. Throughput: median "
+                  "[min-max] over the rounds. Ratio: to the bigserial contender of the same "
+                  "shape, ratio of the medians [min-max of the ratios within a round]."
+                  % (reps, secs))
+        md.append("")
+        shown = [k for k in ISSUE5 if k in present]
+        if shown:
+            md.append("### 1a. Tables of issue 5, transactions/s (median [min-max] of %d runs)"
+                      % reps)
             md.append("")
             md.append("| synchronous_commit | rows/txn | clients | "
-                      + " | ".join(NAMES[k] for k in present) + " |")
-            md.append("|---|---:|---:|" + "---:|" * len(present))
+                      + " | ".join(NAMES[k] for k in shown) + " |")
+            md.append("|---|---:|---:|" + "---:|" * len(shown))
             for sc, rows, c in ks:
-                base = median(tput.get(("serial", sc, rows, c), []))
+                md.append("| %s | %d | %d | %s |" % (sc, rows, c, " | ".join(
+                    fmt_spread(list(runs_of(k, sc, rows, c).values())) for k in shown)))
+            md.append("")
+            others = [k for k in shown if k != "serial"]
+            if "serial" in shown and others:
+                md.append("### 1a. Tables of issue 5, ratio to (a) [min-max within a round]")
+                md.append("")
+                md.append("| synchronous_commit | rows/txn | clients | "
+                          + " | ".join(NAMES[k] for k in others) + " |")
+                md.append("|---|---:|---:|" + "---:|" * len(others))
+                for sc, rows, c in ks:
+                    md.append("| %s | %d | %d | %s |" % (sc, rows, c, " | ".join(
+                        ratio_spread(runs_of(k, sc, rows, c), runs_of("serial", sc, rows, c))
+                        for k in others)))
+                md.append("")
+            md.append("### 1a. Tables of issue 5, rows/s (median of %d runs; ratio to (a))" % reps)
+            md.append("")
+            md.append("| synchronous_commit | rows/txn | clients | "
+                      + " | ".join(NAMES[k] for k in shown) + " |")
+            md.append("|---|---:|---:|" + "---:|" * len(shown))
+            for sc, rows, c in ks:
+                base = med("serial", sc, rows, c) * rows
                 cells = []
-                for k in present:
-                    v = median(tput.get((k, sc, rows, c), []))
-                    if mult:
-                        v *= rows
-                    b = base * rows if mult else base
-                    cells.append(fmt(v) if k == "serial" else "%s (%s)" % (fmt(v), ratio(v, b)))
+                for k in shown:
+                    v = med(k, sc, rows, c) * rows
+                    cells.append(fmt(v) if k == "serial" else "%s (%s)" % (fmt(v), ratio(v, base)))
                 md.append("| %s | %d | %d | %s |" % (sc, rows, c, " | ".join(cells)))
+            md.append("")
+        if any(k in present for k in SAME_INDEX):
+            md.append("### 1b. Same indexes: `id bigserial PRIMARY KEY` plus a unique index "
+                      "on `seq` (median [min-max] of %d runs)" % reps)
+            md.append("")
+            md.append("(a) `seq bigserial UNIQUE`; (e) `seq bigint` numbered by stream_seq "
+                      "(its partial unique index).")
+            md.append("")
+            md.append("| synchronous_commit | rows/txn | clients | (a) transactions/s | "
+                      "(e) transactions/s | ratio (e)/(a) | (a) rows/s | (e) rows/s |")
+            md.append("|---|---:|---:|---:|---:|---:|---:|---:|")
+            for sc, rows, c in ks:
+                a_runs, e_runs = runs_of("serial_pk", sc, rows, c), runs_of("stream_pk", sc, rows, c)
+                if not a_runs and not e_runs:
+                    continue
+                md.append("| %s | %d | %d | %s | %s | %s | %s | %s |" % (
+                    sc, rows, c, fmt_spread(list(a_runs.values())),
+                    fmt_spread(list(e_runs.values())), ratio_spread(e_runs, a_runs),
+                    fmt(median(list(a_runs.values())) * rows),
+                    fmt(median(list(e_runs.values())) * rows)))
             md.append("")
         # targets
         for rows, sc, target in ((1, "on", 0.90), (1, "off", 0.70),
                                  (10, "on", 0.80), (10, "off", 0.60)):
-            base = median(tput.get(("serial", sc, rows, 8), []))
-            v = median(tput.get(("stream", sc, rows, 8), []))
+            base = med("serial", sc, rows, 8)
+            v = med("stream", sc, rows, 8)
             if not math.isnan(base) and not math.isnan(v):
                 checks.append(("%d-row, 8 clients, synchronous_commit %s: ratio >= %.2f"
                                % (rows, sc, target), "%.2f" % (v / base), v / base >= target))
         slower = []
         for sc, rows, c in ks:
-            v = median(tput.get(("stream", sc, rows, c), []))
+            v = med("stream", sc, rows, c)
             for k in ("lock", "pgq"):
-                o = median(tput.get((k, sc, rows, c), []))
+                o = med(k, sc, rows, c)
                 if not math.isnan(v) and not math.isnan(o) and v <= o:
                     slower.append("%s %s-row %d clients sc=%s (%.0f vs %.0f)"
                                   % (NAMES[k], rows, c, sc, v, o))
@@ -311,6 +482,100 @@ def main():
                      fmt(size / streams), size / streams / entries))
         md.append("")
 
+    # figure 7
+    if cost:
+        nrows = max(r["nrows"] for r in cost)
+        md.append("## 7. Physical cost per row")
+        md.append("")
+        md.append("%s rows per measurement, written by 8 clients in 1- or 10-row "
+                  "transactions (`pgbench -t`, synchronous_commit off) into an emptied table, "
+                  "autovacuum off, after a CHECKPOINT. *WAL*: "
+                  "`pg_current_wal_insert_lsn()` before and after the writes (commit records "
+                  "and the sequences' WAL included; (d) without its ticker, so neither the "
+                  "ticks' nor a consumer's WAL). *Dead*: `pg_stat_user_tables.n_dead_tup`. "
+                  "*Heap*: the heap pages holding row versions, live or dead (pageinspect); "
+                  "*indexes*: `pg_indexes_size`. *Table+index*: `pg_total_relation_size`, "
+                  "before and after a plain VACUUM run after a CHECKPOINT; it also counts the "
+                  "free space and visibility maps, TOAST, and the empty pages that "
+                  "concurrent inserts add ahead (up to 20 per waiting backend), which later "
+                  "rows fill and which VACUUM truncates when they end the table. *VACUUM WAL*: "
+                  "that VACUUM's WAL, full-page images included. In parentheses: ratio to "
+                  "(a) of the same shape." % fmt(nrows))
+        md.append("")
+        md.append("| rows/txn | contender | WAL bytes/row | dead tuples/row | heap bytes/row | "
+                  "index bytes/row | table+index bytes/row | after VACUUM | "
+                  "VACUUM WAL bytes/row |")
+        md.append("|---:|---|---:|---:|---:|---:|---:|---:|---:|")
+        byk = {(r["contender"], int(r["rows"])): r for r in cost}
+        for rows in sorted(set(int(r["rows"]) for r in cost)):
+            for k in ORDER:
+                r = byk.get((k, rows))
+                if not r:
+                    continue
+                b = byk.get((base_of(k), rows))
+                n = r["nrows"]
+
+                def cell(key):
+                    v = sum(r[x] for x in key.split("+"))
+                    if k == base_of(k) or not b:
+                        return per_row(v, n)
+                    bv = sum(b[x] for x in key.split("+"))
+                    return "%s (%s)" % (per_row(v, n), ratio(v / n, bv / b["nrows"]))
+
+                md.append("| %d | %s | %s | %s | %s | %s | %s | %s | %s |" % (
+                    rows, NAMES[k], cell("wal"), per_row(r["dead"], n, 2), cell("heap_in_use"),
+                    cell("index"), cell("table+index"), cell("table_vac+index_vac"),
+                    per_row(r["vacuum_wal"], n)))
+                if r["failed"] or r["inserted"] != n:
+                    md.append("|   ! | %s: %s failed transactions, %s rows counted of %s "
+                              "||||||||" % (NAMES[k], fmt(r["failed"]), fmt(r["inserted"]),
+                                            fmt(n)))
+        md.append("")
+
+    # figure 8
+    if vac:
+        v0 = vac[0]
+        md.append("## 8. Autovacuum work at a fixed rate")
+        md.append("")
+        md.append("%s s of 1-row transactions at %s per second (`pgbench --rate`, "
+                  "synchronous_commit off) into an emptied table, one contender after the other "
+                  "on an otherwise idle cluster, with autovacuum_naptime = 5s, the other "
+                  "autovacuum settings at their defaults, and these table storage parameters: "
+                  "%s. "
+                  "Counted from the server log's `automatic vacuum of table` entries "
+                  "(log_autovacuum_min_duration = 0) of the run, a vacuum still running at "
+                  "its end included (*index pages scanned*: each index scan reads the whole "
+                  "index, so its size times the entry's index scans); *autovacuum_count*, "
+                  "*dead tuples left* and the size "
+                  "from `pg_stat_user_tables` and `pg_total_relation_size` at the end. "
+                  "*All WAL*: `pg_current_wal_insert_lsn()` difference over the run, "
+                  "writes and autovacuum together."
+                  % (fmt(v0["secs"]), fmt(v0["rate"]), meta.get("vacuum_reloptions", "none")))
+        md.append("")
+        md.append("| contender | rows | rows/s | autovacuum runs (log / autovacuum_count) | "
+                  "index scans | heap pages scanned per 1,000 rows | pages removed per 1,000 rows "
+                  "| tuples removed per 1,000 rows | index pages scanned per 1,000 rows | "
+                  "autovacuum WAL bytes/row | all WAL bytes/row | dead tuples left | "
+                  "table+index bytes/row at the end |")
+        md.append("|---|---:|---:|---:|---:|---:|---:|---:|---:|---:|---:|---:|---:|")
+        for r in sorted(vac, key=lambda r: ORDER.index(r["contender"])):
+            k, n, lg = r["contender"], r["rows"], r["log"] or {}
+
+            def per_k(key):
+                return per_row(lg.get(key, math.nan), n / 1000.0, 1)
+
+            md.append("| %s | %s | %s | %s / %s | %s | %s | %s | %s | %s | %s | %s | %s | %s |" % (
+                NAMES[k], fmt(n), fmt(n / r["secs"] if r["secs"] else math.nan),
+                fmt(lg.get("runs", math.nan)), fmt(r["autovacuum_count"]),
+                fmt(lg.get("index_scans", math.nan)), per_k("pages_scanned"),
+                per_k("pages_removed"), per_k("tuples_removed"), per_k("index_pages"),
+                per_row(lg.get("wal_bytes", math.nan), n, 1), per_row(r["wal"], n),
+                fmt(r["dead"]), per_row(r["size"], n)))
+            if r["secs"] and n < 0.95 * r["rate"] * r["secs"]:
+                md.append("|   ! | %s: the rate was not sustained (%s rows/s of %s) "
+                          "||||||||||||" % (NAMES[k], fmt(n / r["secs"]), fmt(r["rate"])))
+        md.append("")
+
     if checks:
         md.append("## Targets of issue 5 for stream_seq")
         md.append("")
@@ -323,7 +588,7 @@ def main():
     if tput:
         md.append("![writer throughput versus clients](throughput.png)")
         md.append("")
-        chart(out, tput, present, png_path)
+        chart(out, tput, [k for k in present if any(key[0] == k for key in tput)], png_path)
 
     text = "\n".join(md)
     with open(md_path, "w") as fh:
@@ -343,24 +608,27 @@ def chart(out, tput, present, png_path):
                 fh.write("# clients " + " ".join(present) + "\n")
                 for c in clients:
                     fh.write("%d %s\n" % (c, " ".join(
-                        "%.1f" % median(tput.get((k, sc, rows, c), [])) for k in present)))
+                        "%.1f" % median(list(tput.get((k, sc, rows, c), {}).values()))
+                        for k in present)))
             panels.append((sc, rows, path))
     if not panels:
         return
+    # the same-index shape: (a)'s and (e)'s colours, dashed
     colors = {"serial": "#777777", "xid8": "#1f77b4", "lock": "#d62728",
-              "pgq": "#ff7f0e", "stream": "#2ca02c"}
-    gp = ["set terminal pngcairo size 1200,900 font 'sans,10' noenhanced",
+              "pgq": "#ff7f0e", "stream": "#2ca02c", "serial_pk": "#777777",
+              "stream_pk": "#2ca02c"}
+    gp = ["set terminal pngcairo size 1500,900 font 'sans,10' noenhanced",
           "set output '%s'" % png_path,
           "set multiplot layout 2,2 title 'Writer throughput vs clients (median transactions/s)'",
           "set logscale x 2", "set xtics (1, 2, 4, 8, 16, 32)", "set grid",
-          "set key top left", "set xlabel 'clients'", "set ylabel 'transactions/s'",
+          "set key outside right top font ',9'", "set xlabel 'clients'", "set ylabel 'transactions/s'",
           "set yrange [0:*]"]
     for sc, rows, path in panels:
         gp.append("set title '%d-row transactions, synchronous_commit = %s'" % (rows, sc))
         plots = []
         for i, k in enumerate(present):
-            plots.append("'%s' using 1:%d with linespoints lw 2 pt 7 lc rgb '%s' title '%s'"
-                         % (path, i + 2, colors[k], NAMES[k]))
+            plots.append("'%s' using 1:%d with linespoints lw 2 pt 7 lc rgb '%s' dt %d title '%s'"
+                         % (path, i + 2, colors[k], 2 if k in SAME_INDEX else 1, NAMES[k]))
         gp.append("plot " + ", ".join(plots))
     gp.append("unset multiplot")
     script = os.path.join(out, "throughput.gp")

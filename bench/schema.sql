@@ -3,6 +3,8 @@
 -- for the rows reader.py times.
 
 CREATE EXTENSION stream_seq;
+-- figure 7 counts the heap pages that hold rows with get_raw_page()
+CREATE EXTENSION pageinspect;
 
 -- (a) bigserial, plain INSERT, reader "id > cursor": the unsafe baseline
 CREATE TABLE ev_serial (
@@ -32,6 +34,23 @@ CREATE TABLE ev_stream (
     payload bigint NOT NULL DEFAULT 0
 );
 SELECT stream_seq.enable('ev_stream');
+
+-- The same-index shape of issue 11: a primary key plus the sequence
+-- column's unique index on both sides, as an application table that gains
+-- a sequence number has.  (a) and (e) above have one index each.
+-- (a) with the same indexes: "seq" from a second bigserial
+CREATE TABLE ev_serial_pk (
+    id bigserial PRIMARY KEY,
+    seq bigserial UNIQUE,
+    payload bigint NOT NULL DEFAULT 0
+);
+-- (e) with the same indexes: enable() adds the partial unique index on seq
+CREATE TABLE ev_stream_pk (
+    id bigserial PRIMARY KEY,
+    seq bigint,
+    payload bigint NOT NULL DEFAULT 0
+);
+SELECT stream_seq.enable('ev_stream_pk');
 
 -- the unrelated table of the stall scenario
 CREATE TABLE unrelated (payload bigint);
