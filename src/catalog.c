@@ -504,7 +504,8 @@ stream_run_as_end(int save_nestlevel, Oid save_userid, int save_sec_context)
  */
 static uint64
 catalog_exec(const char *sql, int nargs, Oid *argtypes, Datum *values,
-			 bool latest, int64 *row, int ncols, char **text, bool *found)
+			 const char *nulls, bool latest, int64 *row, int ncols,
+			 char **text, bool *found)
 {
 	int			save_nestlevel;
 	Oid			save_userid;
@@ -521,10 +522,10 @@ catalog_exec(const char *sql, int nargs, Oid *argtypes, Datum *values,
 	if (plan == NULL)
 		elog(ERROR, "SPI_prepare failed for \"%s\"", sql);
 	if (latest)
-		rc = SPI_execute_snapshot(plan, values, NULL, GetLatestSnapshot(),
+		rc = SPI_execute_snapshot(plan, values, nulls, GetLatestSnapshot(),
 								  InvalidSnapshot, false, false, 0);
 	else
-		rc = SPI_execute_plan(plan, values, NULL, false, 0);
+		rc = SPI_execute_plan(plan, values, nulls, false, 0);
 	if (rc < 0)
 		elog(ERROR, "SPI execution failed for \"%s\"", sql);
 	processed = SPI_processed;
@@ -613,8 +614,21 @@ uint64
 stream_catalog_exec(const char *sql, int nargs, Oid *argtypes, Datum *values,
 					int64 *row, int ncols, bool *found)
 {
-	return catalog_exec(sql, nargs, argtypes, values, false, row, ncols,
+	return catalog_exec(sql, nargs, argtypes, values, NULL, false, row, ncols,
 						NULL, found);
+}
+
+/*
+ * stream_catalog_exec_nulls
+ *		stream_catalog_exec for a statement with NULL parameters ("nulls"
+ *		as SPI_execute_plan takes them); returns the rows processed.
+ */
+uint64
+stream_catalog_exec_nulls(const char *sql, int nargs, Oid *argtypes,
+						  Datum *values, const char *nulls)
+{
+	return catalog_exec(sql, nargs, argtypes, values, nulls, false, NULL, 0,
+						NULL, NULL);
 }
 
 /*
@@ -626,7 +640,7 @@ uint64
 stream_catalog_exec_latest(const char *sql, int nargs, Oid *argtypes,
 						   Datum *values, int64 *row, int ncols, bool *found)
 {
-	return catalog_exec(sql, nargs, argtypes, values, true, row, ncols,
+	return catalog_exec(sql, nargs, argtypes, values, NULL, true, row, ncols,
 						NULL, found);
 }
 
@@ -640,8 +654,8 @@ stream_catalog_text(const char *sql, int nargs, Oid *argtypes, Datum *values)
 {
 	char	   *text;
 
-	(void) catalog_exec(sql, nargs, argtypes, values, false, NULL, 0, &text,
-						NULL);
+	(void) catalog_exec(sql, nargs, argtypes, values, NULL, false, NULL, 0,
+						&text, NULL);
 	return text;
 }
 

@@ -275,6 +275,36 @@ stream_seq_position(PG_FUNCTION_ARGS)
 }
 
 /*
+ * stream_check_advance
+ *		What advance() and advance_slot() refuse: moving "what" (a consumer,
+ *		a slot of a group) backwards, or to or past the horizon, where
+ *		nobody can have read yet.
+ */
+void
+stream_check_advance(StreamRef *ref, const char *what, int64 position,
+					 int64 to_position)
+{
+	int64		horizon;
+
+	if (to_position < position)
+		ereport(ERROR,
+				(errcode(ERRCODE_INVALID_PARAMETER_VALUE),
+				 errmsg("cannot move %s of stream table \"%s\" backwards",
+						what, get_rel_name(ref->relid)),
+				 errdetail("Its position is " INT64_FORMAT "; the requested position is " INT64_FORMAT ".",
+						   position, to_position),
+				 errhint("The owner of the consumer can move it with stream_seq.reset().")));
+	horizon = stream_statement_horizon(ref);
+	if (to_position >= horizon)
+		ereport(ERROR,
+				(errcode(ERRCODE_INVALID_PARAMETER_VALUE),
+				 errmsg("cannot advance %s of stream table \"%s\" to " INT64_FORMAT,
+						what, get_rel_name(ref->relid), to_position),
+				 errdetail("The horizon is " INT64_FORMAT "; rows at or above it cannot have been read yet.",
+						   horizon)));
+}
+
+/*
  * stream_seq_advance
  *		SQL: advance(stream, consumer, to_position): move the consumer's
  *		position forward, in the caller's transaction.  Moving backwards, or
@@ -288,7 +318,6 @@ stream_seq_advance(PG_FUNCTION_ARGS)
 	int64		to_position;
 	StreamRef  *ref;
 	int64		position;
-	int64		horizon;
 	Oid			owner;
 	Oid			argtypes[3] = {REGCLASSOID, TEXTOID, INT8OID};
 	Datum		values[3];
@@ -303,21 +332,8 @@ stream_seq_advance(PG_FUNCTION_ARGS)
 	position = plain_consumer_lookup(relid, consumer, true, &owner);
 	stream_check_consumer_owner(relid, consumer, owner);
 
-	if (to_position < position)
-		ereport(ERROR,
-				(errcode(ERRCODE_INVALID_PARAMETER_VALUE),
-				 errmsg("cannot move consumer \"%s\" of stream table \"%s\" backwards",
-						consumer, get_rel_name(relid)),
-				 errdetail("Its position is " INT64_FORMAT "; the requested position is " INT64_FORMAT ".",
-						   position, to_position)));
-	horizon = stream_statement_horizon(ref);
-	if (to_position >= horizon)
-		ereport(ERROR,
-				(errcode(ERRCODE_INVALID_PARAMETER_VALUE),
-				 errmsg("cannot advance consumer \"%s\" of stream table \"%s\" to " INT64_FORMAT,
-						consumer, get_rel_name(relid), to_position),
-				 errdetail("The horizon is " INT64_FORMAT "; rows at or above it cannot have been read yet.",
-						   horizon)));
+	stream_check_advance(ref, psprintf("consumer \"%s\"", consumer), position,
+						 to_position);
 	if (to_position == position)
 		PG_RETURN_VOID();
 

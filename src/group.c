@@ -528,7 +528,6 @@ stream_seq_advance_slot(PG_FUNCTION_ARGS)
 	int64		to_position;
 	int64		current;
 	int64		position;
-	int64		horizon;
 	int			slots;
 	StreamRef  *ref;
 	Oid			argtypes[4] = {REGCLASSOID, TEXTOID, INT4OID, INT8OID};
@@ -547,21 +546,8 @@ stream_seq_advance_slot(PG_FUNCTION_ARGS)
 	position = slot_row(relid, consumer, slot, true, &current);
 	if (current != token)
 		report_lease_lost(consumer, slot, token, current);
-	if (to_position < position)
-		ereport(ERROR,
-				(errcode(ERRCODE_INVALID_PARAMETER_VALUE),
-				 errmsg("cannot move slot %d of group \"%s\" backwards", slot, consumer),
-				 errdetail("Its position is " INT64_FORMAT "; the requested position is " INT64_FORMAT ".",
-						   position, to_position),
-				 errhint("The owner of the group can move it with stream_seq.reset().")));
-	horizon = stream_statement_horizon(ref);
-	if (to_position >= horizon)
-		ereport(ERROR,
-				(errcode(ERRCODE_INVALID_PARAMETER_VALUE),
-				 errmsg("cannot advance slot %d of group \"%s\" to " INT64_FORMAT,
-						slot, consumer, to_position),
-				 errdetail("The horizon is " INT64_FORMAT "; rows at or above it cannot have been read yet.",
-						   horizon)));
+	stream_check_advance(ref, psprintf("slot %d of group \"%s\"", slot, consumer),
+						 position, to_position);
 	if (to_position == position)
 		PG_RETURN_VOID();
 
@@ -639,26 +625,12 @@ stream_seq_park(PG_FUNCTION_ARGS)
 	}
 	else
 		values[3] = PointerGetDatum(PG_GETARG_TEXT_PP(3));
-	{
-		int			save_nestlevel;
-		Oid			save_userid;
-		int			save_sec_context;
-
-		/* with the NULL reason, so through SPI directly */
-		stream_run_as(stream_catalog_owner(), &save_nestlevel, &save_userid,
-					  &save_sec_context);
-		if (SPI_connect() != SPI_OK_CONNECT)
-			elog(ERROR, "SPI_connect failed");
-		if (SPI_execute_with_args("INSERT INTO stream_seq.parked "
-								  "(stream, consumer, seq, reason) VALUES ($1, $2, $3, $4) "
-								  "ON CONFLICT (stream, consumer, seq) DO UPDATE "
-								  "SET attempts = parked.attempts + 1, "
-								  "reason = excluded.reason, last_failed = pg_catalog.now()",
-								  4, argtypes, values, nulls, false, 0) < 0)
-			elog(ERROR, "could not park row");
-		SPI_finish();
-		stream_run_as_end(save_nestlevel, save_userid, save_sec_context);
-	}
+	stream_catalog_exec_nulls("INSERT INTO stream_seq.parked "
+							  "(stream, consumer, seq, reason) VALUES ($1, $2, $3, $4) "
+							  "ON CONFLICT (stream, consumer, seq) DO UPDATE "
+							  "SET attempts = parked.attempts + 1, "
+							  "reason = excluded.reason, last_failed = pg_catalog.now()",
+							  4, argtypes, values, nulls);
 	PG_RETURN_VOID();
 }
 
@@ -786,30 +758,16 @@ stream_seq_reset(PG_FUNCTION_ARGS)
 	}
 	else
 		values[4] = Int32GetDatum(PG_GETARG_INT32(3));
-	{
-		int			save_nestlevel;
-		Oid			save_userid;
-		int			save_sec_context;
-		const char *sql = slots == 0 ?
-		"UPDATE stream_seq.consumer SET reset_from = position, position = $3, "
-		"reset_at = pg_catalog.now(), reset_by = $4::pg_catalog.regrole, "
-		"advanced_at = pg_catalog.now() "
-		"WHERE stream = $1 AND consumer = $2 AND $5::int IS NULL" :
-		"UPDATE stream_seq.consumer_slot SET reset_from = position, position = $3, "
-		"reset_at = pg_catalog.now(), reset_by = $4::pg_catalog.regrole, "
-		"advanced_at = pg_catalog.now() "
-		"WHERE stream = $1 AND consumer = $2 AND ($5::int IS NULL OR slot = $5)";
-
-		stream_run_as(stream_catalog_owner(), &save_nestlevel, &save_userid,
-					  &save_sec_context);
-		if (SPI_connect() != SPI_OK_CONNECT)
-			elog(ERROR, "SPI_connect failed");
-		if (SPI_execute_with_args(sql, 5, argtypes, values, nulls, false, 0) < 0)
-			elog(ERROR, "could not reset consumer");
-		changed = SPI_processed;
-		SPI_finish();
-		stream_run_as_end(save_nestlevel, save_userid, save_sec_context);
-	}
+	changed = stream_catalog_exec_nulls(slots == 0 ?
+										"UPDATE stream_seq.consumer SET reset_from = position, position = $3, "
+										"reset_at = pg_catalog.now(), reset_by = $4::pg_catalog.regrole, "
+										"advanced_at = pg_catalog.now() "
+										"WHERE stream = $1 AND consumer = $2 AND $5::int IS NULL" :
+										"UPDATE stream_seq.consumer_slot SET reset_from = position, position = $3, "
+										"reset_at = pg_catalog.now(), reset_by = $4::pg_catalog.regrole, "
+										"advanced_at = pg_catalog.now() "
+										"WHERE stream = $1 AND consumer = $2 AND ($5::int IS NULL OR slot = $5)",
+										5, argtypes, values, nulls);
 	if (changed == 0)
 		elog(ERROR, "consumer \"%s\" was not reset", consumer);
 	PG_RETURN_VOID();

@@ -140,6 +140,9 @@ extern int64 stream_catalog_first(Oid relid);
 extern uint64 stream_catalog_exec(const char *sql, int nargs, Oid *argtypes,
 								  Datum *values, int64 *row, int ncols,
 								  bool *found);
+extern uint64 stream_catalog_exec_nulls(const char *sql, int nargs,
+										Oid *argtypes, Datum *values,
+										const char *nulls);
 extern uint64 stream_catalog_exec_latest(const char *sql, int nargs,
 										 Oid *argtypes, Datum *values,
 										 int64 *row, int ncols, bool *found);
@@ -189,6 +192,8 @@ extern int64 stream_consumer_lookup(Oid relid, const char *consumer,
 									bool for_update, Oid *owner, int *slots);
 extern void stream_check_consumer_owner(Oid relid, const char *consumer,
 										Oid owner);
+extern void stream_check_advance(StreamRef *ref, const char *what,
+								 int64 position, int64 to_position);
 
 /* SQLSTATE of a worker whose lease on a slot of a group was lost */
 #define ERRCODE_STREAM_LEASE_LOST MAKE_SQLSTATE('S','S','0','0','1')
