@@ -29,6 +29,18 @@ SELECT * FROM stream_seq.claim('gev', 'g', 'w1', '1 minute');
 SELECT * FROM stream_seq.claim('gev', 'g', 'w2', '1 minute');
 SELECT slot, worker, token FROM stream_seq.consumer_slots ORDER BY slot;
 
+-- the shares add up to the slots: three workers on eight get 3, 3 and 2
+SELECT stream_seq.create_group('gev', 'g8', 'customer', 8);
+SELECT count(*) FROM stream_seq.claim('gev', 'g8', 'a', '1 minute');
+SELECT count(*) FROM stream_seq.claim('gev', 'g8', 'b', '1 minute');
+SELECT count(*) FROM stream_seq.claim('gev', 'g8', 'c', '1 minute');
+SELECT count(*) FROM stream_seq.claim('gev', 'g8', 'a', '1 minute');
+SELECT count(*) FROM stream_seq.claim('gev', 'g8', 'b', '1 minute');
+SELECT count(*) FROM stream_seq.claim('gev', 'g8', 'c', '1 minute');
+SELECT worker, count(*) FROM stream_seq.consumer_slots
+ WHERE consumer = 'g8' GROUP BY worker ORDER BY worker;
+SELECT stream_seq.drop_consumer('gev', 'g8');
+
 -- reading and advancing a slot with its token
 SELECT count(*) AS rows_in_slot_2 FROM stream_seq.read_slot('gev', 'g', 2, 2, 1000);
 SELECT bool_and(stream_seq.slot_of(("row"->>'customer'), 4) = 2) AS only_its_rows,
@@ -40,6 +52,12 @@ SELECT stream_seq.advance_slot('gev', 'g', 2, 2, :last);
 COMMIT;
 SELECT stream_seq.slot_position('gev', 'g', 2) = :last AS advanced;
 SELECT count(*) AS rows_left FROM stream_seq.read_slot('gev', 'g', 2, 2, 1000);
+SELECT slot, backlog FROM stream_seq.consumer_slots WHERE consumer = 'g' ORDER BY slot;
+-- reading and advancing in one statement: one snapshot, one horizon
+SELECT stream_seq.advance_slot('gev', 'g', 2, 2, max(p.seq))
+  FROM stream_seq.read_slot('gev', 'g', 2, 2, 2) p;
+SELECT count(*) AS rows_left FROM stream_seq.read_slot('gev', 'g', 2, 2, 1000);
+SELECT stream_seq.slot_position('gev', 'g', 2) AS last \gset
 
 -- a worker that lost its slot is fenced: SS001, and nothing changes
 SELECT stream_seq.release('gev', 'g', 'w2');
@@ -121,6 +139,13 @@ SELECT seq = :poison AS poison, "row"->>'payload' IS NOT NULL AS has_row, reason
   FROM stream_seq.replay('gev', 'g');
 ROLLBACK;
 SELECT count(*) AS still_parked FROM stream_seq.parked_rows;
+-- a replayed row that fails again is parked again: one more attempt, its
+-- history kept
+BEGIN;
+SELECT count(*) AS replayed FROM stream_seq.replay('gev', 'g');
+SELECT stream_seq.park('gev', 'g', :poison, 'failed on replay');
+COMMIT;
+SELECT reason, attempts, first_failed < last_failed AS history_kept FROM stream_seq.parked_rows;
 BEGIN;
 SELECT count(*) AS replayed FROM stream_seq.replay('gev', 'g');
 COMMIT;

@@ -209,11 +209,12 @@ CREATE TABLE stream_seq.parked (
     attempts integer NOT NULL DEFAULT 1,
     first_failed timestamptz NOT NULL DEFAULT pg_catalog.now(),
     last_failed timestamptz NOT NULL DEFAULT pg_catalog.now(),
+    resolved boolean NOT NULL DEFAULT false,
     PRIMARY KEY (stream, consumer, seq),
     FOREIGN KEY (stream, consumer) REFERENCES stream_seq.consumer ON DELETE CASCADE
 );
 COMMENT ON TABLE stream_seq.parked IS
-  'rows set aside by consumers, with the reason and how often they failed';
+  'rows set aside by consumers, with the reason and how often they failed; resolved: handed back by a replay()';
 REVOKE ALL ON stream_seq.parked FROM PUBLIC;
 SELECT pg_catalog.pg_extension_config_dump('stream_seq.parked', '');
 
@@ -256,7 +257,7 @@ COMMENT ON FUNCTION stream_seq._slot_state(regclass, text, integer, bigint) IS
 CREATE FUNCTION stream_seq.read_slot(stream regclass, consumer text, slot integer,
                                      token bigint, max_rows integer DEFAULT 100)
   RETURNS TABLE (seq bigint, "row" jsonb)
-  LANGUAGE plpgsql VOLATILE
+  LANGUAGE plpgsql STABLE
   SET search_path = pg_catalog, pg_temp
 AS $$
 DECLARE
@@ -343,9 +344,18 @@ CREATE FUNCTION stream_seq.reset(stream regclass, consumer text, to_position big
 COMMENT ON FUNCTION stream_seq.reset(regclass, text, bigint, integer) IS
   'move a consumer, a slot, or all slots of a group, backwards or forwards, recording it';
 
+CREATE FUNCTION stream_seq._slot_backlog(stream regclass, consumer text, slot integer,
+                                         after bigint)
+  RETURNS bigint
+  AS 'MODULE_PATHNAME', 'stream_seq_slot_backlog'
+  LANGUAGE C STRICT STABLE;
+COMMENT ON FUNCTION stream_seq._slot_backlog(regclass, text, integer, bigint) IS
+  'internal: rows of a slot after a position and below the horizon (at most 100,000), for the consumer_slots view';
+
 CREATE VIEW stream_seq.consumer_slots WITH (security_barrier) AS
 SELECT s.stream, s.consumer, s.slot, s.position,
        greatest(stream_seq.horizon(s.stream) - 1 - s.position, 0) AS lag,
+       stream_seq._slot_backlog(s.stream, s.consumer, s.slot, s.position) AS backlog,
        s.worker,
        CASE WHEN s.lease_until > pg_catalog.clock_timestamp() THEN s.lease_until END AS lease_until,
        s.token,
@@ -360,7 +370,7 @@ GRANT SELECT ON stream_seq.consumer_slots TO PUBLIC;
 CREATE VIEW stream_seq.parked_rows WITH (security_barrier) AS
 SELECT p.stream, p.consumer, p.seq, p.reason, p.attempts, p.first_failed, p.last_failed
   FROM stream_seq.parked p
- WHERE pg_catalog.has_table_privilege(p.stream, 'SELECT');
+ WHERE NOT p.resolved AND pg_catalog.has_table_privilege(p.stream, 'SELECT');
 COMMENT ON VIEW stream_seq.parked_rows IS
   'rows set aside by consumers of streams the caller may read';
 GRANT SELECT ON stream_seq.parked_rows TO PUBLIC;

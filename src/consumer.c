@@ -359,7 +359,7 @@ stream_seq_advance(PG_FUNCTION_ARGS)
 	" UNION ALL SELECT consumer || ' (slot ' || slot || ')', position " \
 	"  FROM stream_seq.consumer_slot WHERE stream::pg_catalog.oid = $1 " \
 	" UNION ALL SELECT consumer || ' (parked ' || seq || ')', seq - 1 " \
-	"  FROM stream_seq.parked WHERE stream::pg_catalog.oid = $1) p"
+	"  FROM stream_seq.parked WHERE stream::pg_catalog.oid = $1 AND NOT resolved) p"
 #define PLAIN_POSITIONS \
 	"(SELECT consumer, position FROM stream_seq.consumer " \
 	"  WHERE stream::pg_catalog.oid = $1) p"

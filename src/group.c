@@ -15,11 +15,14 @@
  *
  * Leases and fencing.  claim() records that the worker is alive for the
  * length of its lease (stream_seq.consumer_worker) and gives it its share
- * of the slots (the slots divided by the workers alive, rounded up): it
- * renews the leases it holds, gives back those above its share, and takes
- * free or expired ones, adding 1 to a slot's token whenever the slot
- * changes hands.  So when a worker joins, the others give slots back at
- * their next claim, and it takes them at its own.
+ * of the slots (the slots divided by the workers alive; the first workers
+ * by name get one more when it does not divide, so that the shares add up
+ * to the slots): it renews the leases it holds, gives back those above its
+ * share, and takes free or expired ones, adding 1 to a slot's token
+ * whenever the slot changes hands.  So when a worker joins, the others give
+ * slots back at their next claim, and it takes them at its own.  Every
+ * statement that locks several slot rows locks them in slot order, as
+ * claim() does, so that none deadlocks with another.
  * A worker reads and advances a slot with the token it got; advance_slot()
  * locks the slot's row and fails with SQLSTATE SS001, changing nothing, if
  * the token changed.  Since the advance is in the worker's transaction, a
@@ -31,8 +34,11 @@
  * alone decides whether an advance is allowed.
  *
  * Parked rows.  park() sets a row aside in the transaction that advances
- * past it; replay() returns parked rows and removes them in the caller's
- * transaction, so each is applied once, when that transaction commits.
+ * past it; replay() returns parked rows and marks them resolved in the
+ * caller's transaction, so each is applied once, when that transaction
+ * commits (a rollback leaves it parked; parking it again in the same
+ * transaction counts one more attempt and keeps its history).  Resolved
+ * rows are deleted by the next replay().
  * Later rows of the parked row's key are not held back: a row that always
  * fails must not stop its key, or its slot, forever; a worker that needs
  * strict per-key order for a key should not park its rows.
@@ -68,6 +74,7 @@ PG_FUNCTION_INFO_V1(stream_seq_slot_position);
 PG_FUNCTION_INFO_V1(stream_seq_park);
 PG_FUNCTION_INFO_V1(stream_seq_take_parked);
 PG_FUNCTION_INFO_V1(stream_seq_reset);
+PG_FUNCTION_INFO_V1(stream_seq_slot_backlog);
 
 /* Slots per group: enough for many workers, few enough to list. */
 #define MAX_SLOTS 1024
@@ -282,7 +289,7 @@ stream_seq_claim(PG_FUNCTION_ARGS)
 	int64	   *rows;
 	uint64		n;
 	uint64		i;
-	int64		alive;
+	int64		alive[2];		/* workers alive, and how many sort before it */
 	int			share;
 	int			kept = 0;
 
@@ -325,11 +332,14 @@ stream_seq_claim(PG_FUNCTION_ARGS)
 						"WHERE stream = $1 AND consumer = $2 "
 						"AND alive_until < pg_catalog.clock_timestamp() - interval '1 hour'",
 						2, argtypes, values, NULL, 0, NULL);
-	stream_catalog_exec("SELECT pg_catalog.count(*) FROM stream_seq.consumer_worker "
+	stream_catalog_exec("SELECT pg_catalog.count(*), "
+						"pg_catalog.count(*) FILTER (WHERE worker < $3) "
+						"FROM stream_seq.consumer_worker "
 						"WHERE stream = $1 AND consumer = $2 "
 						"AND alive_until > pg_catalog.clock_timestamp()",
-						2, argtypes, values, &alive, 1, NULL);
-	share = (slots + (int) alive - 1) / Max((int) alive, 1);
+						3, argtypes, values, alive, 2, NULL);
+	alive[0] = Max(alive[0], 1);
+	share = slots / (int) alive[0] + (alive[1] < slots % alive[0] ? 1 : 0);
 
 	/* renew what it holds, up to its share; give back the rest */
 	for (i = 0; i < n; i++)
@@ -419,7 +429,10 @@ stream_seq_release(PG_FUNCTION_ARGS)
 	values[2] = PointerGetDatum(PG_GETARG_TEXT_PP(2));
 	stream_catalog_exec("UPDATE stream_seq.consumer_slot "
 						"SET worker = NULL, lease_until = NULL "
-						"WHERE stream = $1 AND consumer = $2 AND worker = $3",
+						"WHERE stream = $1 AND consumer = $2 AND slot IN ("
+						"  SELECT slot FROM stream_seq.consumer_slot "
+						"   WHERE stream = $1 AND consumer = $2 AND worker = $3 "
+						"   ORDER BY slot FOR UPDATE)",
 						3, argtypes, values, NULL, 0, NULL);
 	stream_catalog_exec("DELETE FROM stream_seq.consumer_worker "
 						"WHERE stream = $1 AND consumer = $2 AND worker = $3",
@@ -628,7 +641,7 @@ stream_seq_park(PG_FUNCTION_ARGS)
 	stream_catalog_exec_nulls("INSERT INTO stream_seq.parked "
 							  "(stream, consumer, seq, reason) VALUES ($1, $2, $3, $4) "
 							  "ON CONFLICT (stream, consumer, seq) DO UPDATE "
-							  "SET attempts = parked.attempts + 1, "
+							  "SET attempts = parked.attempts + 1, resolved = false, "
 							  "reason = excluded.reason, last_failed = pg_catalog.now()",
 							  4, argtypes, values, nulls);
 	PG_RETURN_VOID();
@@ -637,9 +650,10 @@ stream_seq_park(PG_FUNCTION_ARGS)
 /*
  * stream_seq_take_parked
  *		SQL: _take_parked(stream, consumer, max_rows) RETURNS TABLE (seq,
- *		reason, attempts), for replay(): removes up to max_rows parked rows
- *		of the consumer, lowest first, skipping those another replay has
- *		locked, in the caller's transaction.
+ *		reason, attempts), for replay(): marks up to max_rows parked rows of
+ *		the consumer resolved, lowest first, skipping those another replay
+ *		has locked, in the caller's transaction; deletes the rows earlier
+ *		replays resolved.
  */
 Datum
 stream_seq_take_parked(PG_FUNCTION_ARGS)
@@ -677,10 +691,17 @@ stream_seq_take_parked(PG_FUNCTION_ARGS)
 				  &save_sec_context);
 	if (SPI_connect() != SPI_OK_CONNECT)
 		elog(ERROR, "SPI_connect failed");
-	if (SPI_execute_with_args("DELETE FROM stream_seq.parked p "
+	/* rows resolved by replays that committed are gone for good */
+	if (SPI_execute_with_args("DELETE FROM stream_seq.parked "
 							  "WHERE (stream, consumer, seq) IN ("
 							  "  SELECT stream, consumer, seq FROM stream_seq.parked "
-							  "   WHERE stream = $1 AND consumer = $2 "
+							  "   WHERE stream = $1 AND consumer = $2 AND resolved "
+							  "   FOR UPDATE SKIP LOCKED)",
+							  2, argtypes, values, NULL, false, 0) < 0 ||
+		SPI_execute_with_args("UPDATE stream_seq.parked p SET resolved = true "
+							  "WHERE (stream, consumer, seq) IN ("
+							  "  SELECT stream, consumer, seq FROM stream_seq.parked "
+							  "   WHERE stream = $1 AND consumer = $2 AND NOT resolved "
 							  "   ORDER BY seq LIMIT $3 FOR UPDATE SKIP LOCKED) "
 							  "RETURNING p.seq, p.reason, p.attempts",
 							  3, argtypes, values, NULL, false, 0) < 0)
@@ -766,9 +787,62 @@ stream_seq_reset(PG_FUNCTION_ARGS)
 										"UPDATE stream_seq.consumer_slot SET reset_from = position, position = $3, "
 										"reset_at = pg_catalog.now(), reset_by = $4::pg_catalog.regrole, "
 										"advanced_at = pg_catalog.now() "
-										"WHERE stream = $1 AND consumer = $2 AND ($5::int IS NULL OR slot = $5)",
+										"WHERE stream = $1 AND consumer = $2 AND slot IN ("
+										"  SELECT slot FROM stream_seq.consumer_slot "
+										"   WHERE stream = $1 AND consumer = $2 AND ($5::int IS NULL OR slot = $5) "
+										"   ORDER BY slot FOR UPDATE)",
 										5, argtypes, values, nulls);
 	if (changed == 0)
 		elog(ERROR, "consumer \"%s\" was not reset", consumer);
 	PG_RETURN_VOID();
+}
+
+/* Rows counted by _slot_backlog at most: a monitoring figure, not a scan. */
+#define BACKLOG_CAP 100000
+
+/*
+ * stream_seq_slot_backlog
+ *		SQL: _slot_backlog(stream, consumer, slot, after) RETURNS bigint, for
+ *		the consumer_slots view: how many rows of the slot lie after "after"
+ *		and below the horizon (at most BACKLOG_CAP), counted through the
+ *		group's index as the caller; NULL for a table the caller may not
+ *		read.
+ */
+Datum
+stream_seq_slot_backlog(PG_FUNCTION_ARGS)
+{
+	Oid			relid = PG_GETARG_OID(0);
+	char	   *consumer = text_to_cstring(PG_GETARG_TEXT_PP(1));
+	int32		slot = PG_GETARG_INT32(2);
+	int64		after = PG_GETARG_INT64(3);
+	StreamRef  *ref;
+	Oid			catalog_types[2] = {REGCLASSOID, TEXTOID};
+	Datum		catalog_values[2];
+	char	   *slot_expr;
+	const char *column;
+	Oid			argtypes[3] = {INT4OID, INT8OID, REGCLASSOID};
+	Datum		values[3];
+
+	if (pg_class_aclcheck(relid, GetUserId(), ACL_SELECT) != ACLCHECK_OK)
+		PG_RETURN_NULL();
+	ref = stream_lookup(relid, false);
+	catalog_values[0] = ObjectIdGetDatum(relid);
+	catalog_values[1] = CStringGetTextDatum(consumer);
+	slot_expr = stream_catalog_text("SELECT slot_expr FROM stream_seq.consumer "
+									"WHERE stream = $1 AND consumer = $2",
+									2, catalog_types, catalog_values);
+	if (slot_expr == NULL)
+		PG_RETURN_NULL();
+	column = quote_identifier(get_attname(relid, ref->seq_attnum, false));
+	values[0] = Int32GetDatum(slot);
+	values[1] = Int64GetDatum(after);
+	values[2] = ObjectIdGetDatum(relid);
+	PG_RETURN_INT64((int64) stream_caller_exec(psprintf("SELECT FROM ONLY %s t WHERE %s = $1 "
+														"AND t.%s > $2 AND t.%s < stream_seq.horizon($3) "
+														"LIMIT %d",
+														quote_qualified_identifier(get_namespace_name(get_rel_namespace(relid)),
+																				   get_rel_name(relid)),
+														slot_expr, column, column,
+														BACKLOG_CAP),
+											   3, argtypes, values));
 }
