@@ -8,7 +8,7 @@ set -euo pipefail
 cd "$(dirname "$0")/.."
 
 . test/packages.sh
-need_packages postgresql-15 postgresql-server-dev-15 libipc-run-perl make gcc
+need_packages postgresql-15 postgresql-server-dev-15 libipc-run-perl make gcc pgbouncer
 
 export PATH="/usr/lib/postgresql/15/bin:$PATH"
 PG_CONFIG=${PG_CONFIG:-/usr/lib/postgresql/15/bin/pg_config}

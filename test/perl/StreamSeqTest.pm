@@ -12,7 +12,13 @@
 #  - the invariant of every stream table: every committed row has a number
 #    and no number is used twice;
 #  - stopping and starting a node, and the server log since a point;
-#  - commands (psql, pgbench) run in the background, and waiting for them.
+#  - commands (psql, pgbench) run in the background, and waiting for them;
+#  - a psql session on any connection string (through a pooler, say) whose
+#    statements are sent one at a time, each returning its output and its
+#    error's SQLSTATE, for workers that decide what to send next;
+#  - a pgbouncer of the test's own in front of a node;
+#  - Perl code run in a child process of its own process group, which the
+#    test can kill with SIGKILL (client and all) and wait for.
 #
 # The Makefile puts this directory on prove's include path (PROVE_FLAGS).
 
@@ -27,6 +33,7 @@ use PostgreSQL::Test::Utils;
 use Test::More;
 use IPC::Run;
 use Time::HiRes qw(usleep time);
+use POSIX ();
 
 our @EXPORT = qw(
   new_node new_standby slow_wal_conf
@@ -34,6 +41,8 @@ our @EXPORT = qw(
   check_unique
   stop_start log_offset log_since
   bg_run bg_psql bg_pgbench wait_done
+  session start_pgbouncer stop_pgbouncer
+  bg_fork kill_group wait_pid
 );
 
 # A new node named "name", initialized (with the options "init", such as
@@ -235,6 +244,277 @@ sub wait_done
 	$h->kill_kill if $timed_out;
 	$h->finish;
 	return $timed_out ? -1 : $h->result(0);
+}
+
+# A psql session of "node"'s psql on libpq connection string "connstr" (a
+# pooler's, say): a StreamSeqTest::Session (below), connected.
+sub session
+{
+	my ($node, $connstr) = @_;
+	return StreamSeqTest::Session->new($node->installed_command('psql'),
+		$connstr);
+}
+
+# pgbouncers and children this process started: stopped and killed at its
+# end if the test did not do it itself (a test that died half-way)
+my @bouncers;
+my %children;
+my $starter_pid = $$;
+
+# A pgbouncer in front of "node", run in the foreground by the test:
+# pool_mode = transaction, one database entry "postgres" with
+# default_pool_size "pool_size" (default 20), listening on 127.0.0.1 on a
+# free port and on a socket in a directory of its own, auth_type = trust
+# for the node's superuser, its log in the test's log directory
+# ("name"_pgbouncer.log, "name" defaulting to the node's).  "path": the
+# pgbouncer program (default /usr/sbin/pgbouncer, where Debian installs
+# it).  Returns a hash: port, dir (its socket directory), log, version, and
+# connstr, the connection string of its clients (over TCP, as
+# applications connect).
+sub start_pgbouncer
+{
+	my ($node, %opt) = @_;
+	my $bin = $opt{path} // '/usr/sbin/pgbouncer';
+	my $pool = $opt{pool_size} // 20;
+	my $name = $opt{name} // $node->name;
+	my $dir = PostgreSQL::Test::Utils::tempdir_short();
+	my $port = PostgreSQL::Test::Cluster::get_free_port();
+	my $user = $node->safe_psql('postgres', 'SELECT current_user');
+	my $log = "$PostgreSQL::Test::Utils::log_path/${name}_pgbouncer.log";
+	my ($host, $node_port) = ($node->host, $node->port);
+
+	open(my $fh, '>', "$dir/userlist.txt") or die "userlist.txt: $!";
+	print $fh qq{"$user" ""\n};
+	close $fh;
+	open($fh, '>', "$dir/pgbouncer.ini") or die "pgbouncer.ini: $!";
+	print $fh join("\n",
+		'[databases]',
+		"postgres = host=$host port=$node_port dbname=postgres",
+		'',
+		'[pgbouncer]',
+		'listen_addr = 127.0.0.1',
+		"listen_port = $port",
+		"unix_socket_dir = $dir",
+		'auth_type = trust',
+		"auth_file = $dir/userlist.txt",
+		"admin_users = $user",
+		'pool_mode = transaction',
+		"default_pool_size = $pool",
+		'max_client_conn = 200',
+		'ignore_startup_parameters = extra_float_digits,options',
+		"logfile = $log", '');
+	close $fh;
+
+	my ($out, $err) = ('', '');
+	my $h = IPC::Run::start([ $bin, "$dir/pgbouncer.ini" ],
+		'<', \undef, '>', \$out, '2>', \$err);
+	my $bouncer = {
+		handle => $h,
+		port => $port,
+		dir => $dir,
+		log => $log,
+		connstr => "host=127.0.0.1 port=$port dbname=postgres user=$user",
+	};
+	push @bouncers, $bouncer;
+
+	# ready once its admin console answers
+	my $deadline = time() + $PostgreSQL::Test::Utils::timeout_default;
+	while (time() < $deadline)
+	{
+		$h->pump_nb;
+		die "pgbouncer exited: $out$err" unless $h->pumpable;
+		my ($o, $e) = ('', '');
+		IPC::Run::run(
+			[
+				$node->installed_command('psql'), '-XAtq',
+				'-d', "host=$dir port=$port dbname=pgbouncer user=$user",
+				'-c', 'SHOW VERSION'
+			],
+			'<', \undef, '>', \$o, '2>', \$e);
+		if ($? == 0 && $o =~ /(\d+\.\d+(?:\.\d+)?)/)
+		{
+			$bouncer->{version} = $1;
+			return $bouncer;
+		}
+		usleep(100_000);
+	}
+	die "pgbouncer did not start: $out$err";
+}
+
+# Stops a pgbouncer of start_pgbouncer() (SIGINT: it waits for its clients'
+# transactions to end, then exits; SIGKILL after 10 s).
+sub stop_pgbouncer
+{
+	my ($bouncer) = @_;
+	my $h = delete $bouncer->{handle};
+	return unless $h;
+	$h->signal('INT') if $h->pumpable;
+	my $deadline = time() + 10;
+	while ($h->pumpable && time() < $deadline)
+	{
+		$h->pump_nb;
+		usleep(50_000);
+	}
+	$h->kill_kill if $h->pumpable;
+	$h->finish;
+}
+
+# Runs "code" in a child process, in a process group of its own, its
+# output and error output appended to file "log"; the child exits with the
+# number "code" returns (1 if it dies), without running this process's END
+# blocks (which would stop the test's nodes).  Returns the child's pid.
+sub bg_fork
+{
+	my ($log, $code) = @_;
+	STDOUT->flush;
+	STDERR->flush;
+	my $pid = fork();
+	die "fork: $!" unless defined $pid;
+	if ($pid == 0)
+	{
+		POSIX::setpgid(0, 0);
+		my $rc = 1;
+		if (open(STDOUT, '>>', $log) && open(STDERR, '>&', \*STDOUT))
+		{
+			STDOUT->autoflush(1);
+			$rc = eval { $code->() };
+			if (!defined $rc)
+			{
+				print STDERR "died: $@";
+				$rc = 1;
+			}
+		}
+		POSIX::_exit($rc);
+	}
+	# here too, so that the group exists as soon as fork() returns
+	POSIX::setpgid($pid, $pid);
+	$children{$pid} = 1;
+	return $pid;
+}
+
+# Kills child "pid" of bg_fork() and its process group (the psql it runs,
+# say) with SIGKILL.
+sub kill_group
+{
+	my ($pid) = @_;
+	kill 'KILL', -$pid;
+	kill 'KILL', $pid;
+}
+
+# Waits for child "pid" of bg_fork() to exit; returns its exit status, or
+# minus the signal that ended it (-9: SIGKILL), or undef if it still runs
+# after "limit" seconds (default: the TAP timeout).
+sub wait_pid
+{
+	my ($pid, $limit) = @_;
+	$limit //= $PostgreSQL::Test::Utils::timeout_default;
+	my $deadline = time() + $limit;
+	while (1)
+	{
+		my $r = waitpid($pid, POSIX::WNOHANG());
+		if ($r == $pid || $r == -1)
+		{
+			delete $children{$pid};
+			return undef if $r == -1;
+			return -($? & 127) if $? & 127;
+			return $? >> 8;
+		}
+		return undef if time() >= $deadline;
+		usleep(20_000);
+	}
+}
+
+END
+{
+	my $rc = $?;
+	if ($$ == $starter_pid)
+	{
+		for my $pid (keys %children)
+		{
+			kill_group($pid);
+			waitpid($pid, 0);
+		}
+		stop_pgbouncer($_) for @bouncers;
+	}
+	$? = $rc;
+}
+
+package StreamSeqTest::Session;
+
+# A psql session (tuples only, unaligned, quiet, errors with their
+# SQLSTATE) on a connection string.  Statements are sent one at a time and
+# each call waits for its result, as a client that decides what to send
+# next from what came back: psql sends each with the simple protocol, in
+# a round trip of its own, and goes on after an error (in a failed
+# transaction the caller must send ROLLBACK, as a client must).
+
+use strict;
+use warnings;
+use IPC::Run;
+
+sub new
+{
+	my ($class, $psql, $connstr) = @_;
+	my $self = bless { in => '', out => '', err => '', n => 0 }, $class;
+	$self->{timer} = IPC::Run::timer($PostgreSQL::Test::Utils::timeout_default);
+	$self->{h} = IPC::Run::start(
+		[ $psql, '-XAtq', '-v', 'VERBOSITY=verbose', '-d', $connstr ],
+		'<', \$self->{in}, '>', \$self->{out}, '2>', \$self->{err},
+		$self->{timer});
+	my $r = $self->query('SELECT 1');
+	die "cannot connect to $connstr: $r->{err}" unless $r->{out} eq '1';
+	return $self;
+}
+
+# Runs "sql"; returns a hash: out (its rows, one a line, columns separated
+# by |), err (error output), and if it failed, sqlstate and message of its
+# first error; if psql is gone (its connection lost, say), sqlstate "dead".
+# Dies if the result takes longer than the TAP timeout.
+sub query
+{
+	my ($self, $sql) = @_;
+	my $h = $self->{h};
+	my $banner = 'stream_seq session ' . ++$self->{n} . ':';
+	$self->{out} = '';
+	$self->{err} = '';
+	$sql .= ';' unless $sql =~ /;\s*\z/;
+	$self->{in} .= "$sql\n\\echo '$banner'\n\\warn '$banner'\n";
+	$self->{timer}->start($PostgreSQL::Test::Utils::timeout_default);
+	while (!($self->{out} =~ /\Q$banner\E\n/ && $self->{err} =~ /\Q$banner\E\n/))
+	{
+		my $alive = $h->pumpable && eval { $h->pump; 1 };
+		return { out => '', err => $self->{err}, sqlstate => 'dead',
+			message => 'psql exited' }
+		  unless $alive;
+		die "query timed out: $sql" if $self->{timer}->is_expired;
+	}
+	my ($out, $err) = ($self->{out}, $self->{err});
+	$out =~ s/\Q$banner\E\n//;
+	$err =~ s/\Q$banner\E\n//;
+	chomp $out;
+	my %r = (out => $out, err => $err);
+	@r{qw(sqlstate message)} = ($1, $2)
+	  if $err =~ /ERROR:\s+([0-9A-Z]{5}):\s+([^\n]*)/;
+	return \%r;
+}
+
+# The rows of "sql" as lists of columns; dies if it fails.
+sub rows
+{
+	my ($self, $sql) = @_;
+	my $r = $self->query($sql);
+	die "query failed: $sql: $r->{err}" if defined $r->{sqlstate};
+	return map { [ split /\|/, $_, -1 ] } grep { $_ ne '' } split /\n/,
+	  $r->{out};
+}
+
+# Ends the session: psql quits.
+sub close
+{
+	my ($self) = @_;
+	$self->{in} .= "\\q\n";
+	eval { $self->{h}->finish; };
+	return;
 }
 
 1;
