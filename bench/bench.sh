@@ -54,14 +54,19 @@
 #     "automatic vacuum of table" entries (runs, heap pages scanned and
 #     removed, tuples removed, index scans and the index pages they read,
 #     WAL) and pg_stat_user_tables (autovacuum_count, n_dead_tup at the end)
+#   9 consumer groups (bench/group_bench.sh, run on this cluster): rows
+#     applied per second by a group of 8 slots drained by 1 worker and by 4
+#     (BENCH_GROUP_ROWS rows inserted ahead, BENCH_GROUP_REPS rounds), and
+#     the wake-up latency from a writer's commit to a waiting worker's read
+#     of the row, for three ways of waiting (BENCH_GROUP_LAT_SECONDS each)
 # Prints the tables, writes them to bench/results.md, draws
 # bench/throughput.png (gnuplot) and keeps the raw numbers in bench/out/.
 #
 # As root it installs the Debian packages it needs (postgresql-15,
 # postgresql-server-dev-15, make, gcc, python3-psycopg2, gnuplot-nox,
 # postgresql-15-pgq3); otherwise it prints the apt-get command.
-# Environment (defaults in parentheses; the defaults take about 30 minutes,
-# figure 1 half of it and figure 8 ten minutes):
+# Environment (defaults in parentheses; the defaults take about 32 minutes,
+# figure 1 half of it, figure 8 ten minutes and figure 9 two):
 #   BENCH_SECONDS (5)          length of a figure 1 run; figure 4's runs
 #                              last twice as long
 #   BENCH_REPS (3)             rounds of figure 1, runs of figure 4
@@ -69,7 +74,7 @@
 #                              1-client rows (about 7 more minutes)
 #   BENCH_CONTENDERS ("serial xid8 lock pgq stream serial_pk stream_pk")
 #                              contenders of figures 1-3 and 7
-#   BENCH_FIGURES ("1 2 3 4 6 7 8"; 5 comes with 2 and 3)
+#   BENCH_FIGURES ("1 2 3 4 6 7 8 9"; 5 comes with 2 and 3)
 #   BENCH_LAG_SECONDS (8)      figure 2 run length
 #   BENCH_STALL_SECONDS (10)   figure 3: how long the transaction stays open
 #   BENCH_COST_ROWS (50000)    figure 7: rows written per measurement
@@ -82,6 +87,10 @@
 #                              figure 8: storage parameters set on both
 #                              tables for the run, e.g.
 #                              "autovacuum_vacuum_scale_factor = 0.01"
+#   BENCH_GROUP_ROWS (100000)  figure 9: rows the workers drain per run
+#   BENCH_GROUP_REPS (2)       figure 9: rounds of 1 worker and 4 workers
+#   BENCH_GROUP_LAT_SECONDS (15)
+#                              figure 9: length of each latency run
 #   BENCH_PORT (55402)
 #   PGBIN (/usr/lib/postgresql/15/bin)
 #                              the PostgreSQL installation used (bench/lib.sh)
@@ -94,7 +103,7 @@ SECS=${BENCH_SECONDS:-5}
 REPS=${BENCH_REPS:-3}
 CLIENTS=${BENCH_CLIENTS:-"8 32"}
 CONTENDERS=${BENCH_CONTENDERS:-"serial xid8 lock pgq stream serial_pk stream_pk"}
-FIGURES=${BENCH_FIGURES:-"1 2 3 4 6 7 8"}
+FIGURES=${BENCH_FIGURES:-"1 2 3 4 6 7 8 9"}
 LAG_SECS=${BENCH_LAG_SECONDS:-8}
 STALL_SECS=${BENCH_STALL_SECONDS:-10}
 COST_ROWS=${BENCH_COST_ROWS:-50000}
@@ -103,6 +112,9 @@ VAC_SECS=${BENCH_VACUUM_SECONDS:-300}
 VAC_RATE=${BENCH_VACUUM_RATE:-500}
 VAC_CLIENTS=${BENCH_VACUUM_CLIENTS:-4}
 VAC_RELOPTS=${BENCH_VACUUM_RELOPTIONS:-}
+GROUP_ROWS=${BENCH_GROUP_ROWS:-100000}
+GROUP_REPS=${BENCH_GROUP_REPS:-2}
+GROUP_LAT_SECS=${BENCH_GROUP_LAT_SECONDS:-15}
 PORT=${BENCH_PORT:-55402}
 OUT=$BENCH_DIR/out
 
@@ -491,11 +503,26 @@ if has_figure 8; then
 	SQL
 fi
 
+#
+# Figure 9: consumer groups, by bench/group_bench.sh on this cluster (last,
+# so that its tables give autovacuum no work during figure 8)
+#
+if has_figure 9; then
+	if GROUP_BENCH_EXISTING=1 GROUP_BENCH_RAW="$RAW" GROUP_BENCH_REPS="$GROUP_REPS" PGBIN="$PGBIN" \
+		"$BENCH_DIR/group_bench.sh" "$GROUP_ROWS" "$GROUP_LAT_SECS" >"$OUT/group.log" 2>&1; then
+		log "figure 9: consumer groups done"
+	else
+		echo "group_bench.sh failed, see $OUT/group.log" >&2
+		tail -n 5 "$OUT/group.log" >&2
+	fi
+fi
+
 printf 'meta\tstall_secs\t%s\n' "$STALL_SECS" >>"$RAW"
 printf 'meta\tlag_secs\t%s\n' "$LAG_SECS" >>"$RAW"
 printf 'meta\truntime\t%s\n' $(($(date +%s) - T0)) >>"$RAW"
-printf 'meta\tsettings\tBENCH_SECONDS=%s BENCH_REPS=%s BENCH_CLIENTS="%s" BENCH_LAG_SECONDS=%s BENCH_STALL_SECONDS=%s BENCH_COST_ROWS=%s BENCH_VACUUM_SECONDS=%s BENCH_VACUUM_RATE=%s BENCH_VACUUM_CLIENTS=%s%s\n' \
+printf 'meta\tsettings\tBENCH_SECONDS=%s BENCH_REPS=%s BENCH_CLIENTS="%s" BENCH_LAG_SECONDS=%s BENCH_STALL_SECONDS=%s BENCH_COST_ROWS=%s BENCH_VACUUM_SECONDS=%s BENCH_VACUUM_RATE=%s BENCH_VACUUM_CLIENTS=%s BENCH_GROUP_ROWS=%s BENCH_GROUP_REPS=%s BENCH_GROUP_LAT_SECONDS=%s%s\n' \
 	"$SECS" "$REPS" "$CLIENTS" "$LAG_SECS" "$STALL_SECS" "$COST_ROWS" "$VAC_SECS" "$VAC_RATE" "$VAC_CLIENTS" \
+	"$GROUP_ROWS" "$GROUP_REPS" "$GROUP_LAT_SECS" \
 	"${VAC_RELOPTS:+ BENCH_VACUUM_RELOPTIONS=\"$VAC_RELOPTS\"}" >>"$RAW"
 printf 'meta\tsecs\t%s\n' "$SECS" >>"$RAW"
 printf 'meta\tvacuum_reloptions\t%s\n' "${VAC_RELOPTS:-none}" >>"$RAW"

@@ -208,6 +208,83 @@ def load(out):
     return tput, lagtps, page, hstate, shmem, meta, runs, cost, vac
 
 
+def load_groups(out):
+    """Figure 9's lines of raw.tsv (bench/group_bench.sh): throughput runs
+    (workers, round, rows, seconds, rows/s, applied once, fenced) and
+    latency runs (wait mode, claim interval, rows, p50/p99 after the COMMIT
+    returned and was sent, per-slot p50 min and max, wait() calls per
+    second per worker, empty reads per row, applied once)."""
+    tput, lat = [], []
+    for line in open(os.path.join(out, "raw.tsv")):
+        f = line.rstrip("\n").split("\t")
+        if f[0] == "group_tput" and len(f) >= 8:
+            tput.append(dict(workers=int(f[1]), rep=f[2], rows=num(f[3]), secs=num(f[4]),
+                             rps=num(f[5]), once=f[6], fenced=num(f[7])))
+        elif f[0] == "group_lat" and len(f) >= 13:
+            keys = ("rows", "p50_ret", "p99_ret", "p50_sent", "p99_sent", "slot_min", "slot_max",
+                    "waits", "empty")
+            r = dict(zip(keys, (num(x) for x in f[3:12])))
+            r.update(idle=f[1], claim_every=num(f[2]), once=f[12])
+            lat.append(r)
+    return tput, lat
+
+
+def group_figure(out, md):
+    """Figure 9: consumer groups."""
+    tput, lat = load_groups(out)
+    if not tput and not lat:
+        return
+    md.append("## 9. Consumer groups")
+    md.append("")
+    if tput:
+        by = {}
+        for r in tput:
+            by.setdefault(r["workers"], []).append(r["rps"])
+        m1 = median(by.get(1, []))
+        md.append("A group of 8 slots keyed by a column of 1,000 keys; %s rows inserted ahead, then "
+                  "drained by 1 worker and by 4 (Python, psycopg2, one connection each), "
+                  "alternating, %d round(s). A worker loops: `claim()` (every loop), then per slot held "
+                  "one transaction: `read_slot()` a page of 100 rows, insert them into an oracle "
+                  "table, `advance_slot()`, commit. Rows/s = rows / (last row applied - workers "
+                  "started, their connection included); median [min-max] over the rounds."
+                  % (fmt(tput[0]["rows"]), max(len(v) for v in by.values())))
+        md.append("")
+        md.append("| workers | rows/s | ratio to 1 worker | each row applied once |")
+        md.append("|---:|---:|---:|---|")
+        for w in sorted(by):
+            once = [r["once"] for r in tput if r["workers"] == w]
+            md.append("| %d | %s | %s | %s |" % (
+                w, fmt_spread(by[w]), ratio(median(by[w]), m1),
+                "yes" if all(o == "yes" for o in once) else "**NO** (%s)" % ", ".join(once)))
+        md.append("")
+    if lat:
+        md.append("Wake-up latency: 4 workers holding 2 slots each call `stream_seq.wait()` when "
+                  "none of their slots had a row; one writer commits one row (a random key) "
+                  "every ~10 ms. Milliseconds from the writer's COMMIT (after it returned; after "
+                  "it was sent) to the worker inserting the row into the oracle, over every row; "
+                  "the range of the 8 slots' medians. *wait() after*: *slot position* = the "
+                  "lowest position of the slots held (a slot's position is its own last row, so "
+                  "`wait()` returns at once while any other slot has later rows: the worker "
+                  "polls); *horizon* = the horizon seen before the worker read its slots, minus 1 "
+                  "(returns on the next commit of any slot). *Claim*: how often the worker calls "
+                  "`claim()` (which locks every slot of the group). *Empty reads per row*: "
+                  "`read_slot()` calls that found nothing, per row applied.")
+        md.append("")
+        md.append("| wait() after | claim | rows | p50 ms (returned) | p99 ms (returned) | "
+                  "p50 ms (sent) | p99 ms (sent) | per-slot p50 ms | wait() calls/s per worker | "
+                  "empty reads per row | each row applied once |")
+        md.append("|---|---|---:|---:|---:|---:|---:|---:|---:|---:|---|")
+        for r in lat:
+            md.append("| %s | %s | %s | %s | %s | %s | %s | %s-%s | %s | %s | %s |" % (
+                r["idle"].replace("_", " "),
+                "every loop" if not r["claim_every"] else "every %s s" % fmt(r["claim_every"]),
+                fmt(r["rows"]), fmt(r["p50_ret"], 2), fmt(r["p99_ret"], 2),
+                fmt(r["p50_sent"], 2), fmt(r["p99_sent"], 2), fmt(r["slot_min"], 2),
+                fmt(r["slot_max"], 2), fmt(r["waits"], 1), fmt(r["empty"], 2),
+                r["once"] if r["once"] == "yes" else "**%s**" % r["once"]))
+        md.append("")
+
+
 def main():
     out, md_path, png_path = sys.argv[1:4]
     tput, lagtps, page, hstate, shmem, meta, runs, cost, vac = load(out)
@@ -575,6 +652,8 @@ def main():
                 md.append("|   ! | %s: the rate was not sustained (%s rows/s of %s) "
                           "||||||||||||" % (NAMES[k], fmt(n / r["secs"]), fmt(r["rate"])))
         md.append("")
+
+    group_figure(out, md)
 
     if checks:
         md.append("## Targets of issue 5 for stream_seq")
