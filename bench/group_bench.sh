@@ -290,21 +290,32 @@ SELECT stream_seq.create_group('group_ev', 'g', 'k', 8);
 CREATE TABLE group_last AS
   SELECT stream_seq.slot_of(k::text, 8) AS slot, max(seq) AS last FROM group_ev GROUP BY 1;
 EOF
+# CPU time of the whole machine so far, from /proc/stat: "busy total" in
+# clock ticks (busy: user, nice, system, irq, softirq; total adds idle and
+# iowait), to report how many of the cores a run kept busy
+cpu_ticks() {
+	awk '/^cpu / { print $2 + $3 + $4 + $7 + $8, $2 + $3 + $4 + $5 + $6 + $7 + $8 }' /proc/stat
+}
+NCPU=$(nproc)
 for rep in $(seq 1 "$REPS"); do
 	for n in 1 4; do
 		fresh_group 0
 		: >"$STATS"
 		t0=$(psql_q -At -c "SELECT extract(epoch FROM clock_timestamp())")
+		read -r busy0 total0 < <(cpu_ticks)
 		workers "t${n}_" "$n" drain 0
 		wait_workers
+		read -r busy1 total1 < <(cpu_ticks)
+		cores=$(awk -v b=$((busy1 - busy0)) -v t=$((total1 - total0)) -v n="$NCPU" \
+			'BEGIN { printf "%.2f", t ? n * b / t : 0 }')
 		read -r secs rps < <(psql_q -At -F ' ' -c "
 			SELECT round(extract(epoch FROM max(read_at)) - $t0, 3),
 			       round(count(*) / (extract(epoch FROM max(read_at)) - $t0))
 			  FROM group_applied")
 		once=$(applied_once 0)
 		fenced=$(awk '{ for (i = 2; i <= NF; i++) if ($i ~ /^fenced=/) { sub(/fenced=/, "", $i); f += $i } } END { print f + 0 }' "$STATS")
-		printf 'group_tput\t%s\t%s\t%s\t%s\t%s\t%s\t%s\n' "$n" "$rep" "$ROWS" "$secs" "$rps" "$once" "$fenced" >>"$RESULTS"
-		echo "-- round $rep, $n worker(s): $ROWS rows in $secs s = $rps rows/s; each row applied once: $once"
+		printf 'group_tput\t%s\t%s\t%s\t%s\t%s\t%s\t%s\t%s\t%s\n' "$n" "$rep" "$ROWS" "$secs" "$rps" "$once" "$fenced" "$cores" "$NCPU" >>"$RESULTS"
+		echo "-- round $rep, $n worker(s): $ROWS rows in $secs s = $rps rows/s; each row applied once: $once; cores busy: $cores of $NCPU"
 	done
 done
 

@@ -210,7 +210,8 @@ def load(out):
 
 def load_groups(out):
     """Figure 9's lines of raw.tsv (bench/group_bench.sh): throughput runs
-    (workers, round, rows, seconds, rows/s, applied once, fenced) and
+    (workers, round, rows, seconds, rows/s, applied once, fenced, cores
+    busy, cores) and
     latency runs (wait mode, claim interval, rows, p50/p99 after the COMMIT
     returned and was sent, per-slot p50 min and max, wait() calls per
     second per worker, empty reads per row, applied once)."""
@@ -219,7 +220,9 @@ def load_groups(out):
         f = line.rstrip("\n").split("\t")
         if f[0] == "group_tput" and len(f) >= 8:
             tput.append(dict(workers=int(f[1]), rep=f[2], rows=num(f[3]), secs=num(f[4]),
-                             rps=num(f[5]), once=f[6], fenced=num(f[7])))
+                             rps=num(f[5]), once=f[6], fenced=num(f[7]),
+                             cores=num(f[8]) if len(f) >= 10 else math.nan,
+                             ncpu=num(f[9]) if len(f) >= 10 else math.nan))
         elif f[0] == "group_lat" and len(f) >= 13:
             keys = ("rows", "p50_ret", "p99_ret", "p50_sent", "p99_sent", "slot_min", "slot_max",
                     "waits", "empty")
@@ -246,17 +249,27 @@ def group_figure(out, md):
                   "alternating, %d round(s). A worker loops: `claim()` (every loop), then per slot held "
                   "one transaction: `read_slot()` a page of 100 rows, insert them into an oracle "
                   "table, `advance_slot()`, commit. Rows/s = rows / (last row applied - workers "
-                  "started, their connection included); median [min-max] over the rounds."
-                  % (fmt(tput[0]["rows"]), max(len(v) for v in by.values())))
+                  "started, their connection included); median [min-max] over the rounds. "
+                  "*Cores busy*: CPU time of the whole machine during the run (workers, server "
+                  "and all, from /proc/stat) divided by its length, median over the rounds, of "
+                  "the machine's %s cores."
+                  % (fmt(tput[0]["rows"]), max(len(v) for v in by.values()),
+                     fmt(tput[0]["ncpu"])))
         md.append("")
-        md.append("| workers | rows/s | ratio to 1 worker | each row applied once |")
-        md.append("|---:|---:|---:|---|")
+        md.append("| workers | rows/s | ratio to 1 worker | cores busy | each row applied once |")
+        md.append("|---:|---:|---:|---:|---|")
         for w in sorted(by):
             once = [r["once"] for r in tput if r["workers"] == w]
-            md.append("| %d | %s | %s | %s |" % (
-                w, fmt_spread(by[w]), ratio(median(by[w]), m1),
+            cores = median([r["cores"] for r in tput if r["workers"] == w])
+            md.append("| %d | %s | %s | %s | %s |" % (
+                w, fmt_spread(by[w]), ratio(median(by[w]), m1), fmt(cores, 2),
                 "yes" if all(o == "yes" for o in once) else "**NO** (%s)" % ", ".join(once)))
         md.append("")
+        m4 = median(by.get(4, []))
+        if not math.isnan(m1) and not math.isnan(m4) and m1:
+            md.append("Target of issue 12: 4 workers at least 2.5 times 1 worker: %.2f, %s."
+                      % (m4 / m1, "met" if m4 / m1 >= 2.5 else "**not met**"))
+            md.append("")
     if lat:
         md.append("Wake-up latency: 4 workers holding 2 slots each call `stream_seq.wait()` when "
                   "none of their slots had a row; one writer commits one row (a random key) "
@@ -293,6 +306,7 @@ def main():
                or any(r["contender"] == k for r in cost)]
     md = []
     checks = []
+    checks11 = []
 
     md.append("# stream_seq benchmark results")
     md.append("")
@@ -407,6 +421,15 @@ def main():
             if not math.isnan(base) and not math.isnan(v):
                 checks.append(("%d-row, 8 clients, synchronous_commit %s: ratio >= %.2f"
                                % (rows, sc, target), "%.2f" % (v / base), v / base >= target))
+        # targets of issue 11: the same-index shape
+        for rows, sc, target in ((10, "on", 0.85), (10, "off", 0.75), (1, "off", 0.85)):
+            a_runs = runs_of("serial_pk", sc, rows, 8)
+            e_runs = runs_of("stream_pk", sc, rows, 8)
+            if a_runs and e_runs:
+                r = median(list(e_runs.values())) / median(list(a_runs.values()))
+                checks11.append(("same indexes, %d-row, 8 clients, synchronous_commit %s: "
+                                 "ratio >= %.2f" % (rows, sc, target),
+                                 ratio_spread(e_runs, a_runs), r >= target))
         slower = []
         for sc, rows, c in ks:
             v = med("stream", sc, rows, c)
@@ -585,6 +608,14 @@ def main():
         md.append("|---:|---|---:|---:|---:|---:|---:|---:|---:|")
         byk = {(r["contender"], int(r["rows"])): r for r in cost}
         for rows in sorted(set(int(r["rows"]) for r in cost)):
+            e, a = byk.get(("stream_pk", rows)), byk.get(("serial_pk", rows))
+            if e and a:
+                r = (e["wal"] / e["nrows"]) / (a["wal"] / a["nrows"])
+                checks11.append(("same indexes, %d-row: WAL per row <= 1.4x of (a)" % rows,
+                                 "%.2f (%s vs %s bytes)" % (r, per_row(e["wal"], e["nrows"]),
+                                                            per_row(a["wal"], a["nrows"])),
+                                 r <= 1.4))
+        for rows in sorted(set(int(r["rows"]) for r in cost)):
             for k in ORDER:
                 r = byk.get((k, rows))
                 if not r:
@@ -661,6 +692,15 @@ def main():
         md.append("| target | measured | met |")
         md.append("|---|---|---|")
         for name, value, ok in checks:
+            md.append("| %s | %s | %s |" % (name, value, "yes" if ok else "**no**"))
+        md.append("")
+
+    if checks11:
+        md.append("## Targets of issue 11 for stream_seq (same indexes, 8 clients)")
+        md.append("")
+        md.append("| target | measured | met |")
+        md.append("|---|---|---|")
+        for name, value, ok in checks11:
             md.append("| %s | %s | %s |" % (name, value, "yes" if ok else "**no**"))
         md.append("")
 
