@@ -1,0 +1,131 @@
+#!/usr/bin/env bash
+# compare_builds.sh: writer throughput of this tree's stream_seq against an
+# earlier revision's, side by side in one run, on the same-index shape
+# (id bigserial PRIMARY KEY plus the unique index on seq, 8 clients).
+#
+#   bench/compare_builds.sh REV [SECONDS] [ROUNDS]     default: 5 s, 5 rounds
+#
+# Builds REV in a git worktree and installs it into a copy of the
+# PostgreSQL installation (PostgreSQL's programs find their library and
+# share directories relative to themselves, so the copy has its own
+# extension directory); builds and installs this tree as make bench does.
+# Starts one throwaway cluster on each (socket only, the library preloaded,
+# autovacuum off), with the tables of bench/schema.sql's same-index shape.
+# Each round runs, for 10-row transactions with synchronous_commit on and
+# off and 1-row transactions with it off: REV's stream table, this tree's
+# stream table and the bigserial table (on this tree's cluster), in an
+# order rotated from round to round.  Prints transactions/s, median
+# [min-max] over the rounds, and the ratios of the medians: this tree to
+# REV, and each build to bigserial.
+set -euo pipefail
+. "$(dirname "$0")/lib.sh"
+
+REV=${1:?usage: bench/compare_builds.sh REV [SECONDS] [ROUNDS]}
+SECS=${2:-5}
+ROUNDS=${3:-5}
+need_packages postgresql-15 postgresql-server-dev-15 make gcc
+
+WORK=$(mktemp -d /tmp/stream_seq_compare.XXXXXX)
+NODES=()
+# stop the clusters this script started, remove the worktree and the copy
+cleanup() {
+	local d
+	for d in "${NODES[@]}"; do
+		as_pg $PGBIN/pg_ctl -D "$d" -m immediate -w stop >/dev/null 2>&1 || true
+	done
+	git -C "$REPO_DIR" worktree remove --force "$WORK/src" >/dev/null 2>&1 || true
+	rm -rf "$WORK"
+}
+trap cleanup EXIT
+
+# REV, installed into a copy of the installation
+echo "== building $REV into a copy of the PostgreSQL installation"
+git -C "$REPO_DIR" worktree add --detach "$WORK/src" "$REV" >/dev/null 2>&1
+pgroot=$(cd "$PGBIN/../../../.." && pwd)       # /usr for Debian's layout
+mkdir -p "$WORK/old/lib/postgresql" "$WORK/old/share/postgresql"
+cp -a "$pgroot/lib/postgresql/15" "$WORK/old/lib/postgresql/"
+cp -a "$pgroot/share/postgresql/15" "$WORK/old/share/postgresql/"
+OLDBIN=$WORK/old/lib/postgresql/15/bin
+rm -f "$WORK"/old/share/postgresql/15/extension/stream_seq*
+# built against the installation's headers (the copy has none), installed
+# into the copy
+make -s -C "$WORK/src" PG_CONFIG="$PG_CONFIG" >/dev/null
+make -s -C "$WORK/src" PG_CONFIG="$OLDBIN/pg_config" install >/dev/null
+build_install
+is_root && chown -R postgres: "$WORK"
+
+# start_node NAME BINDIR PORT: a throwaway cluster in $WORK/NAME
+start_node() {
+	local name=$1 bin=$2 port=$3 d=$WORK/$1
+	as_pg "$bin/initdb" -D "$d" -U postgres -A trust --no-sync >"$WORK/$name.initdb.log" 2>&1
+	cat >>"$d/postgresql.conf" <<-EOF
+		port = $port
+		listen_addresses = ''
+		unix_socket_directories = '$WORK'
+		shared_preload_libraries = 'stream_seq'
+		autovacuum = off
+		max_connections = 50
+	EOF
+	as_pg "$bin/pg_ctl" -D "$d" -l "$WORK/$name.log" -w start >/dev/null
+	NODES+=("$d")
+	$PGBIN/psql -X -q -h "$WORK" -p "$port" -U postgres -d postgres -v ON_ERROR_STOP=1 <<-'SQL'
+		CREATE EXTENSION stream_seq;
+		CREATE TABLE ev_serial_pk (id bigserial PRIMARY KEY, seq bigserial UNIQUE,
+		                           payload bigint NOT NULL DEFAULT 0);
+		CREATE TABLE ev_stream_pk (id bigserial PRIMARY KEY, seq bigint,
+		                           payload bigint NOT NULL DEFAULT 0);
+		SELECT stream_seq.enable('ev_stream_pk');
+	SQL
+}
+start_node before "$OLDBIN" 55571
+start_node after "$PGBIN" 55572
+
+# run PORT TABLE SC ROWS: transactions/s of one pgbench run
+run() {
+	local port=$1 table=$2 sc=$3 rows=$4
+	PGOPTIONS="-c synchronous_commit=$sc" $PGBIN/pgbench -n -M prepared -h "$WORK" -p "$port" \
+		-U postgres -c 8 -j 2 -T "$SECS" -D rows="$rows" -D hold=0 \
+		-f "$BENCH_DIR/pgbench/write_$table.sql" postgres 2>&1 |
+		awk '/^tps = / { printf "%.0f\n", $3 }'
+}
+
+RAW=$WORK/raw
+: >"$RAW"
+contenders=("before 55571 stream_pk" "after 55572 stream_pk" "bigserial 55572 serial_pk")
+for round in $(seq 1 "$ROUNDS"); do
+	for case in "on 10" "off 10" "off 1"; do
+		read -r sc rows <<<"$case"
+		for i in 0 1 2; do
+			read -r name port table <<<"${contenders[$(((i + round) % 3))]}"
+			printf '%s\t%s\t%s\t%s\n' "$sc $rows" "$name" "$round" \
+				"$(run "$port" "$table" "$sc" "$rows")" >>"$RAW"
+		done
+	done
+	echo "-- round $round/$ROUNDS done"
+done
+
+echo
+echo "Writer transactions/s, 8 clients, same indexes, $ROUNDS rounds of $SECS s;"
+echo "before = $REV ($(git -C "$REPO_DIR" log -1 --format=%h "$REV")), after = this tree"
+echo "($(git -C "$REPO_DIR" describe --always --dirty))"
+echo
+"$PY" - "$RAW" <<'PY'
+import statistics, sys
+runs = {}
+for line in open(sys.argv[1]):
+    case, name, rnd, tps = line.rstrip("\n").split("\t")
+    if tps:
+        runs.setdefault((case, name), []).append(float(tps))
+def cell(v):
+    return "%6.0f [%.0f-%.0f]" % (statistics.median(v), min(v), max(v))
+print("%-26s %22s %22s %22s %12s %12s %12s" % (
+    "synchronous_commit, rows", "before", "after", "bigserial", "after/before",
+    "before/serial", "after/serial"))
+for case in ("on 10", "off 10", "off 1"):
+    b, a, s = (runs.get((case, n), []) for n in ("before", "after", "bigserial"))
+    if not (b and a and s):
+        continue
+    mb, ma, ms = (statistics.median(v) for v in (b, a, s))
+    print("%-26s %22s %22s %22s %12.2f %12.2f %12.2f" % (
+        case.replace(" ", ", "), cell(b), cell(a), cell(s), ma / mb, mb / ms, ma / ms))
+PY
