@@ -334,7 +334,7 @@ BEGIN
 END;
 $$;
 COMMENT ON FUNCTION stream_seq.replay(regclass, text, integer) IS
-  'parked rows of a consumer, removed from the parked set when the caller commits';
+  'parked rows of a consumer, lowest first, marked resolved when the caller commits';
 
 CREATE FUNCTION stream_seq.reset(stream regclass, consumer text, to_position bigint,
                                  slot integer DEFAULT NULL)
@@ -364,7 +364,7 @@ SELECT s.stream, s.consumer, s.slot, s.position,
   FROM stream_seq.consumer_slot s
  WHERE pg_catalog.has_table_privilege(s.stream, 'SELECT');
 COMMENT ON VIEW stream_seq.consumer_slots IS
-  'slots of the consumer groups of streams the caller may read: position, lag, lease holder';
+  'slots of the consumer groups of streams the caller may read: position, lag, backlog, lease holder';
 GRANT SELECT ON stream_seq.consumer_slots TO PUBLIC;
 
 CREATE VIEW stream_seq.parked_rows WITH (security_barrier) AS
@@ -372,7 +372,7 @@ SELECT p.stream, p.consumer, p.seq, p.reason, p.attempts, p.first_failed, p.last
   FROM stream_seq.parked p
  WHERE NOT p.resolved AND pg_catalog.has_table_privilege(p.stream, 'SELECT');
 COMMENT ON VIEW stream_seq.parked_rows IS
-  'rows set aside by consumers of streams the caller may read';
+  'rows set aside by consumers of streams the caller may read, not yet resolved by a replay';
 GRANT SELECT ON stream_seq.parked_rows TO PUBLIC;
 
 CREATE OR REPLACE VIEW stream_seq.consumers WITH (security_barrier) AS
