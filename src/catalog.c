@@ -494,9 +494,8 @@ stream_run_as_end(int save_nestlevel, Oid save_userid, int save_sec_context)
  *		Run one statement as the owner of the extension's tables (see
  *		stream_run_as): ordinary roles may not write them, and the SQL entry
  *		points that do run as the caller, having checked the caller's
- *		privileges first.  With "latest", reads see the latest committed
- *		state (and the transaction's own changes) rather than the caller's
- *		snapshot.  Returns the number of rows processed; if "row" is given,
+ *		privileges first.  With a "snapshot", reads see what it sees rather
+ *		than what the caller's snapshot does.  Returns the number of rows processed; if "row" is given,
  *		the first "ncols" columns of the first row (all int8, NULL as
  *		PG_INT64_MIN) go there; if "text" is given, the first column of the
  *		first row as text (NULL if none); *found says whether there was a
@@ -504,7 +503,7 @@ stream_run_as_end(int save_nestlevel, Oid save_userid, int save_sec_context)
  */
 static uint64
 catalog_exec(const char *sql, int nargs, Oid *argtypes, Datum *values,
-			 const char *nulls, bool latest, int64 *row, int ncols,
+			 const char *nulls, Snapshot snapshot, int64 *row, int ncols,
 			 char **text, bool *found)
 {
 	int			save_nestlevel;
@@ -521,8 +520,8 @@ catalog_exec(const char *sql, int nargs, Oid *argtypes, Datum *values,
 	plan = SPI_prepare(sql, nargs, argtypes);
 	if (plan == NULL)
 		elog(ERROR, "SPI_prepare failed for \"%s\"", sql);
-	if (latest)
-		rc = SPI_execute_snapshot(plan, values, nulls, GetLatestSnapshot(),
+	if (snapshot != NULL)
+		rc = SPI_execute_snapshot(plan, values, nulls, snapshot,
 								  InvalidSnapshot, false, false, 0);
 	else
 		rc = SPI_execute_plan(plan, values, nulls, false, 0);
@@ -614,7 +613,7 @@ uint64
 stream_catalog_exec(const char *sql, int nargs, Oid *argtypes, Datum *values,
 					int64 *row, int ncols, bool *found)
 {
-	return catalog_exec(sql, nargs, argtypes, values, NULL, false, row, ncols,
+	return catalog_exec(sql, nargs, argtypes, values, NULL, NULL, row, ncols,
 						NULL, found);
 }
 
@@ -627,7 +626,7 @@ uint64
 stream_catalog_exec_nulls(const char *sql, int nargs, Oid *argtypes,
 						  Datum *values, const char *nulls)
 {
-	return catalog_exec(sql, nargs, argtypes, values, nulls, false, NULL, 0,
+	return catalog_exec(sql, nargs, argtypes, values, nulls, NULL, NULL, 0,
 						NULL, NULL);
 }
 
@@ -640,7 +639,19 @@ uint64
 stream_catalog_exec_latest(const char *sql, int nargs, Oid *argtypes,
 						   Datum *values, int64 *row, int ncols, bool *found)
 {
-	return catalog_exec(sql, nargs, argtypes, values, NULL, true, row, ncols,
+	return catalog_exec(sql, nargs, argtypes, values, NULL,
+						GetLatestSnapshot(), row, ncols, NULL, found);
+}
+
+/*
+ * stream_catalog_exec_in
+ *		catalog_exec reading with "snapshot": what a given snapshot sees.
+ */
+uint64
+stream_catalog_exec_in(const char *sql, Snapshot snapshot, int64 *row,
+					   int ncols, bool *found)
+{
+	return catalog_exec(sql, 0, NULL, NULL, NULL, snapshot, row, ncols,
 						NULL, found);
 }
 
@@ -654,7 +665,7 @@ stream_catalog_text(const char *sql, int nargs, Oid *argtypes, Datum *values)
 {
 	char	   *text;
 
-	(void) catalog_exec(sql, nargs, argtypes, values, NULL, false, NULL, 0,
+	(void) catalog_exec(sql, nargs, argtypes, values, NULL, NULL, NULL, 0,
 						&text, NULL);
 	return text;
 }

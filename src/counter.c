@@ -76,13 +76,13 @@ stream_recorded_end(Oid head_seq, int64 interval)
 }
 
 /*
- * table_max_number
- *		The highest number in the stream table (PG_INT64_MIN if none), read
- *		with the latest snapshot through the unique index, as the
- *		extension's owner so that row-level security cannot hide a row.
+ * stream_table_max
+ *		The highest number in the stream table (PG_INT64_MIN if none) that
+ *		"snapshot" sees, read through the unique index, as the extension's
+ *		owner so that row-level security cannot hide a row.
  */
-static int64
-table_max_number(StreamRef *ref)
+int64
+stream_table_max(StreamRef *ref, Snapshot snapshot)
 {
 	char	   *relname = get_rel_name(ref->relid);
 	char	   *column = get_attname(ref->relid, ref->seq_attnum, true);
@@ -99,7 +99,7 @@ table_max_number(StreamRef *ref)
 					 quote_identifier(column),
 					 quote_qualified_identifier(get_namespace_name(get_rel_namespace(ref->relid)),
 												relname));
-	stream_catalog_exec_latest(query, 0, NULL, NULL, &max_number, 1, &found);
+	stream_catalog_exec_in(query, snapshot, &max_number, 1, &found);
 	pfree(query);
 	return found ? max_number : PG_INT64_MIN;
 }
@@ -129,7 +129,7 @@ table_max_number(StreamRef *ref)
 int64
 stream_start_counter(StreamRef *ref)
 {
-	int64		max_number = table_max_number(ref);
+	int64		max_number = stream_table_max(ref, GetLatestSnapshot());
 	int64		recorded_end = stream_recorded_end(ref->head_seq,
 												   ref->head_interval);
 	int64		first = stream_catalog_first(ref->relid);

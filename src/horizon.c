@@ -132,13 +132,15 @@ stream_xact_computed_horizon(void)
  * snapshot_subxcnt
  *		How many subxip entries the snapshot carries: none when it is
  *		overflowed, as CopySnapshot then leaves subxip NULL whatever
- *		subxcnt says (snapshots taken during recovery are refused before
- *		this is reached).
+ *		subxcnt says, except for a snapshot taken during recovery, whose
+ *		subxip holds every running xid and is always copied.
  */
 static int32
 snapshot_subxcnt(Snapshot snapshot)
 {
-	return snapshot->suboverflowed ? -1 : snapshot->subxcnt;
+	if (snapshot->suboverflowed && !snapshot->takenDuringRecovery)
+		return -1;
+	return snapshot->subxcnt;
 }
 
 /*
@@ -300,17 +302,68 @@ memo_store(Oid relid, Snapshot snapshot, int64 horizon)
 }
 
 /*
+ * standby_horizon
+ *		The horizon of the stream for a snapshot of a standby, from what
+ *		the standby replayed of the primary's reservations (shmem.c).  For
+ *		a stream nothing was replayed for since the standby knows every open
+ *		reservation, no transaction holds numbers of it, and every number
+ *		not yet replayed is above every number handed out so far: the
+ *		highest number the snapshot sees, plus one, is a horizon.
+ *
+ *		Refused, with a retryable error, until the standby has replayed a
+ *		whole listing of the primary's open reservations (written every
+ *		stream_seq.round_interval while the primary is busy), and for a
+ *		snapshot taken before that which might not see such a
+ *		reservation's rows.
+ */
+static int64
+standby_horizon(StreamRef *ref, Snapshot snapshot)
+{
+	int64		horizon;
+	int64		max_number;
+
+	switch (stream_slot_standby_horizon(ref, snapshot, &horizon))
+	{
+		case STANDBY_HORIZON_DONE:
+			return horizon;
+		case STANDBY_HORIZON_NOT_STARTED:
+			max_number = stream_table_max(ref, snapshot);
+			return max_number == PG_INT64_MIN ? 1 : max_number + 1;
+		case STANDBY_HORIZON_INCOMPLETE:
+			ereport(ERROR,
+					(errcode(ERRCODE_OBJECT_NOT_IN_PREREQUISITE_STATE),
+					 errmsg("stream horizons are not yet available on this standby"),
+					 errdetail("The standby has not yet replayed the primary's list of transactions holding stream numbers."),
+					 errhint("Try again shortly: the primary writes that list every \"stream_seq.round_interval\" while it writes WAL.")));
+			break;
+		case STANDBY_HORIZON_OLD_SNAPSHOT:
+			ereport(ERROR,
+					(errcode(ERRCODE_OBJECT_NOT_IN_PREREQUISITE_STATE),
+					 errmsg("stream horizons are not available for a snapshot taken before this standby knew every transaction holding stream numbers"),
+					 errhint("Start a new transaction.")));
+			break;
+		case STANDBY_HORIZON_LOST:
+			ereport(ERROR,
+					(errcode(ERRCODE_CONFIGURATION_LIMIT_EXCEEDED),
+					 errmsg("stream horizons are not available on this standby: more streams are in use than \"stream_seq.max_streams\" allows"),
+					 errhint("Set \"stream_seq.max_streams\" on the standby at least as high as on the primary and restart the standby.")));
+			break;
+	}
+	return 0;					/* keep compiler quiet */
+}
+
+/*
  * stream_compute_horizon
  *		The horizon of the stream for "snapshot", computed afresh (starting
  *		the stream's counter first if need be).  If "visible_horizon" is
  *		given, it gets the horizon by visibility alone (see
  *		stream_slot_horizon).
  *
- *		Refused during recovery, where the primary's transactions are not
- *		known, and for a snapshot taken during recovery and used after a
- *		promotion: such a snapshot does not see rows the primary committed
- *		before the promotion that were not yet replayed when it was taken,
- *		and no entry here says so.
+ *		On a standby, computed from the replayed reservations
+ *		(standby_horizon).  Refused for a snapshot taken during recovery
+ *		and used after a promotion: such a snapshot does not see rows the
+ *		primary committed before the promotion that were not yet replayed
+ *		when it was taken, and no entry of the promoted server says so.
  */
 int64
 stream_compute_horizon(StreamRef *ref, Snapshot snapshot,
@@ -320,10 +373,12 @@ stream_compute_horizon(StreamRef *ref, Snapshot snapshot,
 	int64		visible;
 
 	if (RecoveryInProgress())
-		ereport(ERROR,
-				(errcode(ERRCODE_FEATURE_NOT_SUPPORTED),
-				 errmsg("stream horizons are not available during recovery"),
-				 errdetail("A standby does not know which transactions hold numbers on the primary.")));
+	{
+		horizon = standby_horizon(ref, snapshot);
+		if (visible_horizon != NULL)
+			*visible_horizon = horizon;
+		return horizon;
+	}
 	if (snapshot->takenDuringRecovery)
 		ereport(ERROR,
 				(errcode(ERRCODE_FEATURE_NOT_SUPPORTED),

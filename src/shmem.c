@@ -42,7 +42,10 @@
  * A slot lock is taken with or without the global lock, never the global
  * lock while a slot lock is held, and never two slot locks at once.  While
  * a slot lock is held, no other lock is taken but the spinlock behind
- * GetFlushRecPtr: the next full xid (XidGenLock) and the oldest snapshot
+ * GetFlushRecPtr and WAL insertion (the insertion locks, and when the WAL
+ * buffers are full, WALWriteLock: XLogInsert of the extension's records,
+ * which must be in the order of the changes they describe; WAL code never
+ * takes a slot lock): the next full xid (XidGenLock) and the oldest snapshot
  * xmin (ProcArrayLock) are read before, and the floor check, which may
  * consult the proc array (ProcArrayLock), pg_xact and pg_subtrans (their
  * SLRU locks) through TransactionIdIsInProgress, runs after the lock is
@@ -63,6 +66,14 @@
  * stream_slot_horizon; the argument that it never lets a reader skip a row
  * is in README.md ("Why the horizon is safe").
  *
+ * On a hot standby the slots hold what was replayed of the primary's
+ * records (replica.c): entries in state ENTRY_REPLAYED, whose outcome each
+ * snapshot decides, and the primary's counter.  The startup process is
+ * their writer there, through the stream_replay_* functions below; it
+ * follows the same lock order, and prunes with the standby's own oldest
+ * xmin and oldest running xid.  After a promotion the replayed entries
+ * stay until pruned; their transactions all ended with recovery.
+ *
  *-------------------------------------------------------------------------
  */
 #include "postgres.h"
@@ -70,6 +81,7 @@
 #include "access/transam.h"
 #include "access/xact.h"
 #include "access/xlog.h"
+#include "access/xloginsert.h"
 #include "miscadmin.h"
 #include "storage/ipc.h"
 #include "storage/lwlock.h"
@@ -88,7 +100,9 @@ typedef enum StreamEntryState
 {
 	ENTRY_ASSIGNED = 0,			/* holds numbers, outcome not yet recorded */
 	ENTRY_COMMITTED,			/* committed; commit_end says where in WAL */
-	ENTRY_ABORTED				/* aborted; holds nothing back */
+	ENTRY_ABORTED,				/* aborted; holds nothing back */
+	ENTRY_REPLAYED				/* replayed from the primary's WAL: the
+								 * outcome is what each snapshot sees */
 } StreamEntryState;
 
 /*
@@ -144,6 +158,8 @@ typedef struct StreamSlot
 	XLogRecPtr	floor_lsn;		/* latest commit end folded in */
 
 	int			nevicted;		/* entries in the evicted store */
+	bool		floor_may_run;	/* a replayed entry, perhaps running, was
+								 * folded into the floor */
 
 	uint64		evictions;		/* statistics */
 	uint64		assigned_xacts;
@@ -164,6 +180,21 @@ typedef struct StreamShared
 	int			evicted_capacity;	/* evicted store entries per slot */
 	Size		evicted_offset; /* where a slot's evicted store starts */
 	Size		slot_size;
+
+	/*
+	 * What a standby knows of the primary's reservations (replica.c
+	 * replays them), under "lock": whether a whole round of the primary's
+	 * listing was replayed since this server started ("complete"), the
+	 * xid bound of the first such round (every transaction that took
+	 * numbers before it has an xid below it), and whether a replayed
+	 * stream found no free slot.
+	 */
+	bool		round_open;
+	FullTransactionId round_next_xid;
+	bool		complete;
+	FullTransactionId complete_next_xid;
+	bool		replay_lost;
+
 	char		slots[FLEXIBLE_ARRAY_MEMBER];
 } StreamShared;
 
@@ -273,6 +304,9 @@ stream_shmem_startup(void)
 		shared->evicted_capacity = evicted_per_slot();
 		shared->evicted_offset = evicted_offset();
 		shared->slot_size = slot_size();
+		shared->round_open = false;
+		shared->complete = false;
+		shared->replay_lost = false;
 		for (i = 0; i < shared->nslots; i++)
 		{
 			StreamSlot *slot = get_slot(i);
@@ -329,6 +363,7 @@ reset_slot(StreamSlot *slot, Oid dboid, Oid relid)
 	slot->next = 0;
 	slot->block_end = 0;
 	slot->floor_active = false;
+	slot->floor_may_run = false;
 	slot->nevicted = 0;
 	slot->evictions = 0;
 	slot->assigned_xacts = 0;
@@ -337,12 +372,12 @@ reset_slot(StreamSlot *slot, Oid dboid, Oid relid)
 }
 
 /*
- * find_slot
- *		Slot number of the stream in this database, or -1.  Caller holds the
+ * find_slot_of
+ *		Slot number of stream (dboid, relid), or -1.  Caller holds the
  *		global lock.
  */
 static int
-find_slot(Oid relid)
+find_slot_of(Oid dboid, Oid relid)
 {
 	int			i;
 
@@ -350,8 +385,24 @@ find_slot(Oid relid)
 	{
 		StreamSlot *slot = get_slot(i);
 
-		if (slot->in_use && slot->relid == relid &&
-			slot->dboid == MyDatabaseId)
+		if (slot->in_use && slot->relid == relid && slot->dboid == dboid)
+			return i;
+	}
+	return -1;
+}
+
+/*
+ * find_free_slot
+ *		Number of a slot not in use, or -1.  Caller holds the global lock.
+ */
+static int
+find_free_slot(void)
+{
+	int			i;
+
+	for (i = 0; i < shared->nslots; i++)
+	{
+		if (!get_slot(i)->in_use)
 			return i;
 	}
 	return -1;
@@ -369,19 +420,10 @@ stream_slot_attach(StreamRef *ref)
 	int			slotno;
 
 	LWLockAcquire(shared->lock, LW_EXCLUSIVE);
-	slotno = find_slot(ref->relid);
+	slotno = find_slot_of(MyDatabaseId, ref->relid);
 	if (slotno < 0)
 	{
-		int			i;
-
-		for (i = 0; i < shared->nslots; i++)
-		{
-			if (!get_slot(i)->in_use)
-			{
-				slotno = i;
-				break;
-			}
-		}
+		slotno = find_free_slot();
 		if (slotno < 0)
 		{
 			LWLockRelease(shared->lock);
@@ -439,6 +481,7 @@ free_slot(StreamSlot *slot)
 	slot->nentries = 0;
 	slot->nevicted = 0;
 	slot->floor_active = false;
+	slot->floor_may_run = false;
 	LWLockRelease(slot->lock);
 	ConditionVariableBroadcast(&slot->advanced);
 }
@@ -658,7 +701,7 @@ prune_slot(StreamSlot *slot, FullTransactionId oldest_xmin, XLogRecPtr flushed)
 		bool		removable;
 
 		removable = e->state == ENTRY_ABORTED ||
-			(e->state == ENTRY_COMMITTED && e->commit_end <= flushed &&
+			(e->state != ENTRY_ASSIGNED && e->commit_end <= flushed &&
 			 FullTransactionIdPrecedes(e->xid, oldest_xmin));
 		if (!removable)
 		{
@@ -690,7 +733,10 @@ prune_slot(StreamSlot *slot, FullTransactionId oldest_xmin, XLogRecPtr flushed)
 	if (slot->floor_active &&
 		FullTransactionIdPrecedes(slot->floor_xid, oldest_xmin) &&
 		slot->floor_lsn <= flushed)
+	{
 		slot->floor_active = false;
+		slot->floor_may_run = false;
+	}
 }
 
 /*
@@ -724,6 +770,8 @@ store_evicted(StreamSlot *slot, StreamEntry *e)
 static void
 fold_into_floor(StreamSlot *slot, StreamEntry *e)
 {
+	if (e->state == ENTRY_REPLAYED)
+		slot->floor_may_run = true;
 	if (!slot->floor_active)
 	{
 		slot->floor_active = true;
@@ -762,7 +810,7 @@ evict_oldest_finished(StreamSlot *slot, XLogRecPtr flushed)
 
 		if (e->state == ENTRY_ASSIGNED)
 			continue;
-		if (e->state == ENTRY_COMMITTED)
+		if (e->state != ENTRY_ABORTED)
 		{
 			if (e->commit_end > flushed || !store_evicted(slot, e))
 				fold_into_floor(slot, e);
@@ -784,7 +832,7 @@ evict_oldest_finished(StreamSlot *slot, XLogRecPtr flushed)
  */
 static bool
 append_entry(StreamSlot *slot, FullTransactionId xid, int64 lo,
-			 XLogRecPtr flushed, TimestampTz now)
+			 XLogRecPtr flushed, TimestampTz now, StreamEntryState state)
 {
 	StreamEntry *e;
 
@@ -794,8 +842,8 @@ append_entry(StreamSlot *slot, FullTransactionId xid, int64 lo,
 
 	e = &slot->entries[slot->nentries++];
 	e->xid = xid;
-	e->pid = MyProcPid;
-	e->state = ENTRY_ASSIGNED;
+	e->pid = state == ENTRY_ASSIGNED ? MyProcPid : 0;
+	e->state = state;
 	e->lo = lo;
 	e->hi = lo;
 	e->commit_end = InvalidXLogRecPtr;
@@ -803,6 +851,34 @@ append_entry(StreamSlot *slot, FullTransactionId xid, int64 lo,
 	slot->appends_since_prune++;
 	slot->assigned_xacts++;
 	return true;
+}
+
+/*
+ * log_numbers
+ *		Write the XLOG_STREAM_NUMBERS record of what transaction "xid" now
+ *		holds of the slot's stream, for standbys (replica.c).  Called under
+ *		the slot's exclusive lock, right after the change it describes, so
+ *		that a stream's records follow the order in which its numbers were
+ *		handed out and given back: a standby that replayed a record has
+ *		replayed every earlier change to that counter.  Nothing is written
+ *		below wal_level replica, where there is no standby to read it.
+ */
+static void
+log_numbers(StreamSlot *slot, FullTransactionId xid, int64 lo)
+{
+	xl_stream_numbers rec;
+
+	if (!XLogStandbyInfoActive())
+		return;
+	rec.dboid = slot->dboid;
+	rec.relid = slot->relid;
+	rec.xid = xid;
+	rec.lo = lo;
+	rec.next = slot->next;
+	rec.counter_started = slot->started;
+	XLogBeginInsert();
+	XLogRegisterData((char *) &rec, sizeof(rec));
+	(void) XLogInsert(STREAM_SEQ_RMGR_ID, XLOG_STREAM_NUMBERS);
 }
 
 /*
@@ -925,7 +1001,8 @@ stream_reserve(StreamRef *ref, int64 count, bool have_entry, int64 *lo,
 		LWLockRelease(slot->lock);
 		return RESERVE_NEEDS_BLOCK;
 	}
-	if (!have_entry && !append_entry(slot, xid, slot->next, flushed, now))
+	if (!have_entry &&
+		!append_entry(slot, xid, slot->next, flushed, now, ENTRY_ASSIGNED))
 	{
 		LWLockRelease(slot->lock);
 		report_list_full(ref);
@@ -936,6 +1013,7 @@ stream_reserve(StreamRef *ref, int64 count, bool have_entry, int64 *lo,
 	e = entry_of(slot, xid);
 	if (e != NULL)
 		e->hi = slot->next;
+	log_numbers(slot, xid, e != NULL ? e->lo : *lo);
 	LWLockRelease(slot->lock);
 	*reserved = n;
 	return RESERVE_DONE;
@@ -954,8 +1032,10 @@ stream_add_entry(StreamRef *ref, int64 lo)
 	XLogRecPtr	flushed = GetFlushRecPtr(NULL);
 	TimestampTz now = GetCurrentTimestamp();
 	StreamSlot *slot = lock_slot_or_error(ref, LW_EXCLUSIVE);
-	bool		ok = append_entry(slot, xid, lo, flushed, now);
+	bool		ok = append_entry(slot, xid, lo, flushed, now, ENTRY_ASSIGNED);
 
+	if (ok)
+		log_numbers(slot, xid, lo);
 	LWLockRelease(slot->lock);
 	if (!ok)
 		report_list_full(ref);
@@ -983,6 +1063,7 @@ stream_shrink(StreamRef *ref, int64 unused_from, int64 unused_to)
 		{
 			slot->next = unused_from;
 			e->hi = unused_from;
+			log_numbers(slot, xid, e->lo);
 		}
 	}
 	LWLockRelease(slot->lock);
@@ -1017,28 +1098,55 @@ stream_finish_entry(int slotno, uint32 generation, bool committed,
 }
 
 /*
+ * snapshot_running_xids
+ *		The array of a snapshot in which a running top-level xid appears:
+ *		xip, or for a snapshot taken during recovery, where every xid the
+ *		standby knows to be running is in subxip and xip is empty, subxip
+ *		(copied whole by CopySnapshot even when overflowed: the overflow
+ *		there concerns subtransactions only, and top-level xids are never
+ *		left out).
+ */
+static void
+snapshot_running_xids(Snapshot snapshot, TransactionId **xids, uint32 *n)
+{
+	if (snapshot->takenDuringRecovery)
+	{
+		*xids = snapshot->subxip;
+		*n = snapshot->subxcnt > 0 ? (uint32) snapshot->subxcnt : 0;
+	}
+	else
+	{
+		*xids = snapshot->xip;
+		*n = snapshot->xcnt;
+	}
+}
+
+/*
  * xid_in_progress_for
  *		Whether top-level transaction "xid" is in progress for "snapshot",
  *		given the full forms of the snapshot's xmin and xmax.  This is
- *		XidInMVCCSnapshot for a top-level xid in a snapshot not taken
- *		during recovery, without its 32-bit comparisons (the xid may be
- *		older than 2^31 transactions) and without pg_subtrans: a running
- *		top-level xid is always in xip, which never overflows.
+ *		XidInMVCCSnapshot for a top-level xid, without its 32-bit
+ *		comparisons (the xid may be older than 2^31 transactions) and
+ *		without pg_subtrans: a running top-level xid is always in the array
+ *		snapshot_running_xids returns.
  */
 static bool
 xid_in_progress_for(FullTransactionId xid, Snapshot snapshot,
 					FullTransactionId xmin, FullTransactionId xmax)
 {
 	TransactionId xid32 = XidFromFullTransactionId(xid);
+	TransactionId *xids;
+	uint32		n;
 	uint32		i;
 
 	if (FullTransactionIdPrecedes(xid, xmin))
 		return false;
 	if (FullTransactionIdFollowsOrEquals(xid, xmax))
 		return true;
-	for (i = 0; i < snapshot->xcnt; i++)
+	snapshot_running_xids(snapshot, &xids, &n);
+	for (i = 0; i < n; i++)
 	{
-		if (TransactionIdEquals(snapshot->xip[i], xid32))
+		if (TransactionIdEquals(xids[i], xid32))
 			return true;
 	}
 	return false;
@@ -1069,10 +1177,11 @@ evicted_find(EvictedXact *evicted, int n, FullTransactionId xid)
 /*
  * evicted_horizon
  *		The lowest "lo" over evicted entries in progress for the snapshot,
- *		or PG_INT64_MAX.  Evicted entries are committed top-level
- *		transactions, so this is xid_in_progress_for each, done with the
- *		store's xid order: those at or above the snapshot's xmax, and those
- *		in its xip.  A fresh snapshot finds none.
+ *		or PG_INT64_MAX.  Evicted entries are top-level transactions
+ *		(committed, or replayed from the primary), so this is
+ *		xid_in_progress_for each, done with the store's xid order: those at
+ *		or above the snapshot's xmax, and those in its array of running
+ *		xids.  A fresh snapshot on a primary finds none.
  */
 static int64
 evicted_horizon(StreamSlot *slot, Snapshot snapshot, FullTransactionId next,
@@ -1081,14 +1190,17 @@ evicted_horizon(StreamSlot *slot, Snapshot snapshot, FullTransactionId next,
 	EvictedXact *evicted = evicted_of(slot);
 	int			n = slot->nevicted;
 	int64		result = PG_INT64_MAX;
+	TransactionId *xids;
+	uint32		nxids;
 	uint32		i;
 	int			j;
 
 	for (j = evicted_find(evicted, n, xmax); j < n; j++)
 		result = Min(result, evicted[j].lo);
-	for (i = 0; i < snapshot->xcnt; i++)
+	snapshot_running_xids(snapshot, &xids, &nxids);
+	for (i = 0; i < nxids; i++)
 	{
-		FullTransactionId xid = full_xid(next, snapshot->xip[i]);
+		FullTransactionId xid = full_xid(next, xids[i]);
 		int			pos = evicted_find(evicted, n, xid);
 
 		if (pos < n && FullTransactionIdEquals(evicted[pos].xid, xid))
@@ -1111,6 +1223,7 @@ typedef struct HorizonParts
 	FullTransactionId floor_min_xid;
 	FullTransactionId floor_xid;
 	XLogRecPtr	floor_lsn;
+	bool		floor_may_run;
 } HorizonParts;
 
 /*
@@ -1118,26 +1231,31 @@ typedef struct HorizonParts
  *		Whether the snapshot might see a transaction folded into the floor
  *		as in progress.  Those are committed top-level transactions with
  *		xids between floor_min_xid and floor_xid; one is in progress for the
- *		snapshot only if it is at or above its xmax, or in its xip.  An xip
- *		entry that is still running cannot be one of them, which keeps an
- *		open transaction (on another table, say) from holding readers back.
+ *		snapshot only if it is at or above its xmax, or in its array of
+ *		running xids.  An xid there that is still running cannot be one of
+ *		them, which keeps an open transaction (on another table, say) from
+ *		holding readers back; that shortcut is not taken once a replayed
+ *		entry, whose transaction may still be running, was folded in.
  */
 static bool
 floor_in_progress(HorizonParts *parts, Snapshot snapshot, FullTransactionId next)
 {
 	FullTransactionId xmax = full_xid(next, snapshot->xmax);
+	TransactionId *xids;
+	uint32		n;
 	uint32		i;
 
 	if (!FullTransactionIdPrecedes(parts->floor_xid, xmax))
 		return true;
-	for (i = 0; i < snapshot->xcnt; i++)
+	snapshot_running_xids(snapshot, &xids, &n);
+	for (i = 0; i < n; i++)
 	{
-		FullTransactionId xid = full_xid(next, snapshot->xip[i]);
+		FullTransactionId xid = full_xid(next, xids[i]);
 
 		if (FullTransactionIdPrecedes(xid, parts->floor_min_xid) ||
 			FullTransactionIdFollows(xid, parts->floor_xid))
 			continue;
-		if (!TransactionIdIsInProgress(snapshot->xip[i]))
+		if (parts->floor_may_run || !TransactionIdIsInProgress(xids[i]))
 			return true;
 	}
 	return false;
@@ -1194,6 +1312,7 @@ horizon_locked(StreamSlot *slot, Snapshot snapshot, FullTransactionId next,
 	parts->floor_min_xid = slot->floor_min_xid;
 	parts->floor_xid = slot->floor_xid;
 	parts->floor_lsn = slot->floor_lsn;
+	parts->floor_may_run = slot->floor_may_run;
 }
 
 /*
@@ -1231,7 +1350,7 @@ apply_floor(HorizonParts *parts, Snapshot snapshot, FullTransactionId next)
  *		*visible_horizon gets the horizon by visibility alone; where it is
  *		higher, commit records not yet flushed hold the result back (no
  *		commit will signal when that changes, so a waiter has to look again
- *		soon).  The snapshot must not have been taken during recovery.
+ *		soon).  On a standby, stream_slot_standby_horizon is the caller.
  */
 bool
 stream_slot_horizon(StreamRef *ref, Snapshot snapshot, int64 *horizon,
@@ -1241,7 +1360,6 @@ stream_slot_horizon(StreamRef *ref, Snapshot snapshot, int64 *horizon,
 	StreamSlot *slot;
 	HorizonParts parts;
 
-	Assert(!snapshot->takenDuringRecovery);
 	slot = lock_slot_or_error(ref, LW_SHARED);
 	if (!slot->started)
 	{
@@ -1373,4 +1491,356 @@ ConditionVariable *
 stream_slot_advanced_cv(StreamRef *ref)
 {
 	return &get_slot(ref->slotno)->advanced;
+}
+
+/*
+ * replay_slot
+ *		The slot of stream (dboid, relid) for replay, taking a free one if
+ *		it has none; -1 (and the standby marked as having lost a stream) if
+ *		every slot is taken.  Redo must not fail, so that is reported by
+ *		horizon() instead.
+ */
+static int
+replay_slot(Oid dboid, Oid relid)
+{
+	int			slotno;
+
+	LWLockAcquire(shared->lock, LW_EXCLUSIVE);
+	slotno = find_slot_of(dboid, relid);
+	if (slotno < 0)
+	{
+		slotno = find_free_slot();
+		if (slotno >= 0)
+		{
+			StreamSlot *slot = get_slot(slotno);
+
+			LWLockAcquire(slot->lock, LW_EXCLUSIVE);
+			reset_slot(slot, dboid, relid);
+			LWLockRelease(slot->lock);
+		}
+		else
+			shared->replay_lost = true;
+	}
+	LWLockRelease(shared->lock);
+	return slotno;
+}
+
+/*
+ * replay_removable_before
+ *		On a standby, entries of transactions with xids below this can be
+ *		dropped: they are finished (below the oldest xid the standby knows
+ *		to be running) and no snapshot of the standby sees them running
+ *		(below every backend's xmin).  Computed before a slot lock is taken.
+ */
+static FullTransactionId
+replay_removable_before(void)
+{
+	FullTransactionId next = ReadNextFullTransactionId();
+	TransactionId oldest = GetOldestNonRemovableTransactionId(NULL);
+
+	if (!TransactionIdIsNormal(oldest))
+		return FirstNormalFullTransactionId;
+	return full_xid(next, oldest);
+}
+
+/*
+ * add_replayed
+ *		Record a replayed reservation of transaction "xid" in a locked slot
+ *		unless it is there: an entry whose outcome each snapshot decides.
+ *		A full list makes room by eviction; it always can, as no replayed
+ *		entry counts as unfinished.
+ */
+static StreamEntry *
+add_replayed(StreamSlot *slot, FullTransactionId xid, int64 lo)
+{
+	StreamEntry *e = entry_of(slot, xid);
+
+	if (e == NULL &&
+		append_entry(slot, xid, lo, InvalidXLogRecPtr, 0, ENTRY_REPLAYED))
+		e = &slot->entries[slot->nentries - 1];
+	return e;
+}
+
+/*
+ * stream_replay_numbers
+ *		Redo of XLOG_STREAM_NUMBERS on a standby: the transaction's entry
+ *		and the stream's counter, as the primary had them right after the
+ *		change.  Pruned with the standby's own snapshots (see
+ *		replay_removable_before), not the primary's.
+ */
+void
+stream_replay_numbers(const xl_stream_numbers *rec)
+{
+	int			slotno = replay_slot(rec->dboid, rec->relid);
+	StreamSlot *slot;
+	StreamEntry *e;
+
+	if (slotno < 0)
+		return;
+	slot = get_slot(slotno);
+	if (slot->nentries >= PRUNE_MIN_ENTRIES &&
+		slot->appends_since_prune >= PRUNE_MIN_APPENDS)
+	{
+		FullTransactionId removable = replay_removable_before();
+
+		LWLockAcquire(slot->lock, LW_EXCLUSIVE);
+		prune_slot(slot, removable, InvalidXLogRecPtr);
+		LWLockRelease(slot->lock);
+	}
+
+	LWLockAcquire(slot->lock, LW_EXCLUSIVE);
+	e = add_replayed(slot, rec->xid, rec->lo);
+	if (e != NULL)
+		e->hi = rec->counter_started ? rec->next : rec->lo;
+	if (rec->counter_started)
+	{
+		slot->next = rec->next;
+		slot->started = true;
+	}
+	LWLockRelease(slot->lock);
+	ConditionVariableBroadcast(&slot->advanced);
+}
+
+/*
+ * stream_replay_listing
+ *		Redo of XLOG_STREAM_LISTING: the stream's counter, and its open
+ *		reservations, some of which may have been taken before this standby
+ *		began to replay.  The primary wrote it under the slot's lock, so the
+ *		counter is exact at this point of the WAL.
+ */
+void
+stream_replay_listing(const xl_stream_listing *rec)
+{
+	int			slotno = replay_slot(rec->dboid, rec->relid);
+	StreamSlot *slot;
+	int			i;
+
+	if (slotno < 0)
+		return;
+	slot = get_slot(slotno);
+	LWLockAcquire(slot->lock, LW_EXCLUSIVE);
+	for (i = 0; i < rec->nlisted; i++)
+	{
+		StreamEntry *e = add_replayed(slot, rec->listed[i].xid,
+									  rec->listed[i].lo);
+
+		if (e != NULL)
+			e->hi = Max(e->hi, rec->listed[i].hi);
+	}
+	slot->next = rec->next;
+	slot->started = true;
+	LWLockRelease(slot->lock);
+}
+
+/*
+ * stream_replay_round
+ *		Redo of XLOG_STREAM_ROUND_START and _END.  A standby knows every
+ *		open reservation once it has replayed a whole round, from its start
+ *		on: reservations before the start that were still open are listed,
+ *		and later ones were replayed.  A round whose start came before this
+ *		server began to replay does not count.
+ */
+void
+stream_replay_round(bool start, const xl_stream_round *rec)
+{
+	LWLockAcquire(shared->lock, LW_EXCLUSIVE);
+	if (start)
+	{
+		shared->round_open = true;
+		shared->round_next_xid = rec->next_xid;
+	}
+	else if (shared->round_open)
+	{
+		if (!shared->complete)
+		{
+			shared->complete = true;
+			shared->complete_next_xid = shared->round_next_xid;
+		}
+		shared->round_open = false;
+	}
+	LWLockRelease(shared->lock);
+}
+
+/*
+ * log_listing
+ *		Write the XLOG_STREAM_LISTING record of one slot under its lock, so
+ *		that no reservation falls between what it lists and where it is in
+ *		the WAL.  "buf" has room for a full list.
+ */
+static void
+log_listing(StreamSlot *slot, xl_stream_listing *buf)
+{
+	int			i;
+
+	buf->dboid = slot->dboid;
+	buf->relid = slot->relid;
+	buf->next = slot->next;
+	buf->nlisted = 0;
+	for (i = 0; i < slot->nentries; i++)
+	{
+		StreamEntry *e = &slot->entries[i];
+
+		if (e->state != ENTRY_ASSIGNED)
+			continue;
+		buf->listed[buf->nlisted].xid = e->xid;
+		buf->listed[buf->nlisted].lo = e->lo;
+		buf->listed[buf->nlisted].hi = e->hi;
+		buf->nlisted++;
+	}
+	XLogBeginInsert();
+	XLogSetRecordFlags(XLOG_MARK_UNIMPORTANT);
+	XLogRegisterData((char *) buf,
+					 offsetof(xl_stream_listing, listed) +
+					 sizeof(xl_stream_listed) * buf->nlisted);
+	(void) XLogInsert(STREAM_SEQ_RMGR_ID, XLOG_STREAM_LISTING);
+}
+
+/*
+ * log_round_mark
+ *		Write a round's start (with the next xid) or end; returns the end
+ *		of the record.
+ */
+static XLogRecPtr
+log_round_mark(uint8 info)
+{
+	xl_stream_round rec;
+
+	rec.next_xid = ReadNextFullTransactionId();
+	XLogBeginInsert();
+	XLogSetRecordFlags(XLOG_MARK_UNIMPORTANT);
+	XLogRegisterData((char *) &rec, sizeof(rec));
+	return XLogInsert(STREAM_SEQ_RMGR_ID, info);
+}
+
+/*
+ * stream_log_round
+ *		On a primary, list every started stream's counter and open
+ *		reservations in the WAL, between a start and an end record, so
+ *		that a standby that begins replaying anywhere learns what it
+ *		missed (replica.c calls this periodically).  Slots are listed one
+ *		at a time, each under its own lock.  The round is flushed: nothing
+ *		else may flush it soon on a quiet primary, and a standby receives
+ *		only flushed WAL.
+ */
+void
+stream_log_round(void)
+{
+	xl_stream_listing *buf;
+	int			slotno;
+
+	if (!XLogStandbyInfoActive() || RecoveryInProgress())
+		return;
+	buf = palloc(offsetof(xl_stream_listing, listed) +
+				 sizeof(xl_stream_listed) * shared->capacity);
+	(void) log_round_mark(XLOG_STREAM_ROUND_START);
+	for (slotno = 0; slotno < shared->nslots; slotno++)
+	{
+		StreamSlot *slot = get_slot(slotno);
+
+		LWLockAcquire(slot->lock, LW_SHARED);
+		if (slot->in_use && slot->started)
+			log_listing(slot, buf);
+		LWLockRelease(slot->lock);
+	}
+	XLogFlush(log_round_mark(XLOG_STREAM_ROUND_END));
+	pfree(buf);
+}
+
+/*
+ * Beyond this many xids between a snapshot's xmax and the bound, a snapshot
+ * is refused without looking at each (see snapshot_predates_knowledge).
+ */
+#define PREDATES_MAX_XIDS 4096
+
+/*
+ * snapshot_predates_knowledge
+ *		Whether "snapshot" may count as running a transaction that took
+ *		numbers before this standby began to replay and finished before the
+ *		round that completed its knowledge ("bound" is the round's next
+ *		xid): such a snapshot cannot see that transaction's rows, and no
+ *		entry says so.  Candidates are the xids below the bound that the
+ *		snapshot counts as running, those in its array and those from its
+ *		xmax on, that are no longer running; an xid the standby does not
+ *		yet know as completed counts as running, and if it holds numbers
+ *		the round listed it.  Runs without a slot lock.
+ */
+static bool
+snapshot_predates_knowledge(Snapshot snapshot, FullTransactionId bound)
+{
+	FullTransactionId next = ReadNextFullTransactionId();
+	FullTransactionId xmax = full_xid(next, snapshot->xmax);
+	TransactionId *xids;
+	uint32		n;
+	uint32		i;
+	uint64		x;
+
+	if (!FullTransactionIdPrecedes(full_xid(next, snapshot->xmin), bound))
+		return false;
+	snapshot_running_xids(snapshot, &xids, &n);
+	for (i = 0; i < n; i++)
+	{
+		if (FullTransactionIdPrecedes(full_xid(next, xids[i]), bound) &&
+			!TransactionIdIsInProgress(xids[i]))
+			return true;
+	}
+	if (!FullTransactionIdPrecedes(xmax, bound))
+		return false;
+	if (U64FromFullTransactionId(bound) - U64FromFullTransactionId(xmax) >
+		PREDATES_MAX_XIDS)
+		return true;
+	for (x = U64FromFullTransactionId(xmax); x < U64FromFullTransactionId(bound); x++)
+	{
+		TransactionId xid = XidFromFullTransactionId(FullTransactionIdFromU64(x));
+
+		if (TransactionIdIsNormal(xid) && !TransactionIdIsInProgress(xid))
+			return true;
+	}
+	return false;
+}
+
+/*
+ * stream_slot_standby_horizon
+ *		The horizon of the stream for "snapshot" on a standby, from the
+ *		replayed entries: the lowest "lo" of the transactions the snapshot
+ *		sees as running, or the counter.  Every number not yet replayed
+ *		will be at or above the replayed counter, since a stream's records
+ *		are in the order of its numbers.  Not available before a whole
+ *		round was replayed, for a snapshot older than that knowledge, or
+ *		for a stream nothing was replayed for (horizon.c then reads the
+ *		table): the result says which.
+ */
+StandbyHorizonResult
+stream_slot_standby_horizon(StreamRef *ref, Snapshot snapshot, int64 *horizon)
+{
+	FullTransactionId next;
+	FullTransactionId bound;
+	StreamSlot *slot;
+	HorizonParts parts;
+	bool		complete;
+	bool		lost;
+
+	LWLockAcquire(shared->lock, LW_SHARED);
+	complete = shared->complete;
+	bound = shared->complete_next_xid;
+	lost = shared->replay_lost;
+	LWLockRelease(shared->lock);
+	if (lost)
+		return STANDBY_HORIZON_LOST;
+	if (!complete)
+		return STANDBY_HORIZON_INCOMPLETE;
+	if (snapshot_predates_knowledge(snapshot, bound))
+		return STANDBY_HORIZON_OLD_SNAPSHOT;
+
+	next = ReadNextFullTransactionId();
+	slot = lock_slot_or_error(ref, LW_SHARED);
+	if (!slot->started)
+	{
+		LWLockRelease(slot->lock);
+		return STANDBY_HORIZON_NOT_STARTED;
+	}
+	horizon_locked(slot, snapshot, next, &parts);
+	LWLockRelease(slot->lock);
+	apply_floor(&parts, snapshot, next);
+	*horizon = parts.horizon;
+	return STANDBY_HORIZON_DONE;
 }

@@ -27,6 +27,7 @@ int			stream_seq_max_streams = 64;
 int			stream_seq_max_tracked_xacts = 1024;
 int			stream_seq_head_interval = 1000;
 bool		stream_seq_notify = false;
+int			stream_seq_round_interval = 5000;
 
 static shmem_request_hook_type prev_shmem_request_hook = NULL;
 static shmem_startup_hook_type prev_shmem_startup_hook = NULL;
@@ -122,7 +123,17 @@ _PG_init(void)
 							1024, 16, 1048576,
 							PGC_POSTMASTER, 0,
 							NULL, NULL, NULL);
+	DefineCustomIntVariable("stream_seq.round_interval",
+							"Time between listings of the transactions holding stream numbers, for standbys.",
+							"A standby answers horizon() once it has replayed one whole listing. "
+							"No listing is written while the server writes no other WAL.",
+							&stream_seq_round_interval,
+							5000, 100, 3600 * 1000,
+							PGC_SIGHUP, GUC_UNIT_MS,
+							NULL, NULL, NULL);
 	MarkGUCPrefixReserved("stream_seq");
+
+	stream_replica_init();
 
 	prev_shmem_request_hook = shmem_request_hook;
 	shmem_request_hook = request_shmem;

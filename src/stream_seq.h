@@ -19,6 +19,7 @@
 
 #include "access/transam.h"
 #include "fmgr.h"
+#include "access/rmgr.h"
 #include "access/xlogdefs.h"
 #include "storage/condition_variable.h"
 #include "utils/relcache.h"
@@ -30,6 +31,7 @@ extern int	stream_seq_max_streams;
 extern int	stream_seq_max_tracked_xacts;
 extern int	stream_seq_head_interval;
 extern bool stream_seq_notify;
+extern int	stream_seq_round_interval;
 
 /*
  * A backend's handle on a stream: what the catalog says about it and which
@@ -93,6 +95,72 @@ typedef struct StreamHolder
 	TimestampTz since;
 } StreamHolder;
 
+/*
+ * WAL records of stream_seq's resource manager (replica.c replays them,
+ * shmem.c writes them under the lock of the slot they describe, so that
+ * one stream's records are in the order of its numbers).  Until a
+ * resource manager id is registered for the extension, the one PostgreSQL
+ * sets aside for experiments is used; see README.md, "Replicas".
+ */
+#define STREAM_SEQ_RMGR_ID			RM_EXPERIMENTAL_ID
+#define STREAM_SEQ_RMGR_NAME		"stream_seq"
+
+#define XLOG_STREAM_NUMBERS			0x00	/* a transaction holds numbers */
+#define XLOG_STREAM_ROUND_START		0x10	/* a listing of all streams begins */
+#define XLOG_STREAM_LISTING			0x20	/* one stream's open reservations */
+#define XLOG_STREAM_ROUND_END		0x30	/* the listing is complete */
+
+/*
+ * XLOG_STREAM_NUMBERS: transaction "xid" holds numbers of stream (dboid,
+ * relid) from "lo" on, and the stream's counter is now at "next" (when
+ * "counter_started"; enable() records an entry before the counter runs).
+ * Written when a transaction first takes numbers, takes more, or gives
+ * back the unused tail; always before its commit record.
+ */
+typedef struct xl_stream_numbers
+{
+	Oid			dboid;
+	Oid			relid;
+	FullTransactionId xid;
+	int64		lo;
+	int64		next;
+	bool		counter_started;
+} xl_stream_numbers;
+
+/* XLOG_STREAM_ROUND_START: every xid that took numbers before is below this */
+typedef struct xl_stream_round
+{
+	FullTransactionId next_xid;
+} xl_stream_round;
+
+/* One open reservation in a listing. */
+typedef struct xl_stream_listed
+{
+	FullTransactionId xid;
+	int64		lo;
+	int64		hi;
+} xl_stream_listed;
+
+/* XLOG_STREAM_LISTING: a stream's counter and its open reservations. */
+typedef struct xl_stream_listing
+{
+	Oid			dboid;
+	Oid			relid;
+	int64		next;
+	int32		nlisted;
+	xl_stream_listed listed[FLEXIBLE_ARRAY_MEMBER];
+} xl_stream_listing;
+
+/* What a standby can say about a stream's horizon (shmem.c). */
+typedef enum StandbyHorizonResult
+{
+	STANDBY_HORIZON_DONE,
+	STANDBY_HORIZON_INCOMPLETE, /* no whole listing replayed yet */
+	STANDBY_HORIZON_OLD_SNAPSHOT,	/* taken before the standby knew enough */
+	STANDBY_HORIZON_NOT_STARTED,	/* nothing replayed for this stream */
+	STANDBY_HORIZON_LOST		/* a replayed stream found no free slot */
+} StandbyHorizonResult;
+
 /* stream_seq.c */
 extern void stream_check_preloaded(void);
 
@@ -123,6 +191,17 @@ extern bool stream_slot_status(StreamRef *ref, Snapshot snapshot,
 							   StreamStatus *status);
 extern int	stream_slot_holders(StreamHolder **holders);
 extern ConditionVariable *stream_slot_advanced_cv(StreamRef *ref);
+extern StandbyHorizonResult stream_slot_standby_horizon(StreamRef *ref,
+														Snapshot snapshot,
+														int64 *horizon);
+extern void stream_replay_numbers(const xl_stream_numbers *rec);
+extern void stream_replay_listing(const xl_stream_listing *rec);
+extern void stream_replay_round(bool start, const xl_stream_round *rec);
+extern void stream_log_round(void);
+
+/* replica.c: the resource manager and the listing worker */
+extern void stream_replica_init(void);
+extern PGDLLEXPORT void stream_seq_lister_main(Datum main_arg);
 
 /* catalog.c */
 extern Oid	stream_namespace(bool missing_ok);
@@ -146,6 +225,8 @@ extern uint64 stream_catalog_exec_nulls(const char *sql, int nargs,
 extern uint64 stream_catalog_exec_latest(const char *sql, int nargs,
 										 Oid *argtypes, Datum *values,
 										 int64 *row, int ncols, bool *found);
+extern uint64 stream_catalog_exec_in(const char *sql, Snapshot snapshot,
+									 int64 *row, int ncols, bool *found);
 extern char *stream_catalog_text(const char *sql, int nargs, Oid *argtypes,
 								 Datum *values);
 extern uint64 stream_catalog_rows(const char *sql, int nargs, Oid *argtypes,
@@ -162,6 +243,7 @@ extern int64 stream_start_counter(StreamRef *ref);
 extern int64 stream_take_numbers(StreamRef *ref, int64 count, bool have_entry,
 								 int64 *lo);
 extern int64 stream_recorded_end(Oid head_seq, int64 interval);
+extern int64 stream_table_max(StreamRef *ref, Snapshot snapshot);
 extern Oid	stream_create_head_sequence(Oid relid, const char *column,
 										int64 start, int64 interval);
 

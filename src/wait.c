@@ -8,7 +8,10 @@
  * condition variable (stream_finish_entry).  The waiter computes the
  * horizon with a fresh snapshot each time it wakes; it only sleeps on a
  * timer when the horizon is held back by a commit record that is not yet
- * flushed (synchronous_commit = off), since no commit signals the flush.
+ * flushed (synchronous_commit = off), since no commit signals the flush,
+ * and on a hot standby, where replay wakes it when a reservation is
+ * replayed but nothing announces the replayed commits that make rows
+ * readable: there it looks again every STANDBY_RECHECK_MS.
  *
  *-------------------------------------------------------------------------
  */
@@ -17,6 +20,7 @@
 #include <limits.h>
 
 #include "access/xact.h"
+#include "access/xlog.h"
 #include "common/int.h"
 #include "fmgr.h"
 #include "miscadmin.h"
@@ -31,6 +35,12 @@ PG_FUNCTION_INFO_V1(stream_seq_wait);
 
 /* How often to look again while the horizon waits for a WAL flush. */
 #define FLUSH_RECHECK_MS 5
+
+/*
+ * How often to look again on a standby: replay announces reservations but
+ * not the commits that make their rows visible.
+ */
+#define STANDBY_RECHECK_MS 10
 
 /*
  * deadline_after
@@ -120,6 +130,8 @@ stream_seq_wait(PG_FUNCTION_ARGS)
 							  (int64) INT_MAX);
 		if (visible_horizon > horizon)	/* waiting for a WAL flush */
 			sleep_ms = Min(sleep_ms, FLUSH_RECHECK_MS);
+		if (RecoveryInProgress())
+			sleep_ms = Min(sleep_ms, STANDBY_RECHECK_MS);
 		(void) ConditionVariableTimedSleep(cv, Max(sleep_ms, 1),
 										   PG_WAIT_EXTENSION);
 
