@@ -1465,7 +1465,8 @@ stream_slot_holders(StreamHolder **holders)
 			StreamEntry *e = &slot->entries[i];
 			StreamHolder *h;
 
-			if (e->state == ENTRY_ABORTED ||
+			/* replayed entries: their transactions run on the primary */
+			if (e->state == ENTRY_ABORTED || e->state == ENTRY_REPLAYED ||
 				(e->state == ENTRY_COMMITTED && e->commit_end <= flushed))
 				continue;
 			h = &(*holders)[n++];

@@ -9,6 +9,7 @@
  */
 #include "postgres.h"
 
+#include "access/xlog.h"
 #include "fmgr.h"
 #include "funcapi.h"
 #include "miscadmin.h"
@@ -59,9 +60,21 @@ stream_seq_status(PG_FUNCTION_ARGS)
 	if (may_read(relid))
 	{
 		Snapshot	snapshot = stream_statement_snapshot();
+		bool		standby = RecoveryInProgress();
+		int64		standby_horizon = 0;
+		bool		standby_known = false;
 
-		/* fetch the horizon the usual way, which starts the counter */
-		(void) stream_compute_horizon(ref, snapshot, NULL);
+		/*
+		 * Fetch the horizon the usual way, which starts the counter; on a
+		 * standby, without the errors horizon() raises while the standby
+		 * does not know it yet (the view then shows it as NULL).
+		 */
+		if (!standby)
+			(void) stream_compute_horizon(ref, snapshot, NULL);
+		else
+			standby_known = stream_slot_standby_horizon(ref, snapshot,
+														&standby_horizon) ==
+				STANDBY_HORIZON_DONE;
 		if (stream_slot_status(ref, snapshot, &status))
 		{
 			memset(nulls, false, sizeof(nulls));
@@ -77,6 +90,11 @@ stream_seq_status(PG_FUNCTION_ARGS)
 			values[7] = Int64GetDatum((int64) status.evictions);
 			values[8] = Int64GetDatum((int64) status.assigned_xacts);
 			values[9] = Int64GetDatum(status.visible_horizon);
+			if (standby)
+			{
+				values[1] = values[9] = Int64GetDatum(standby_horizon);
+				nulls[1] = nulls[9] = !standby_known;
+			}
 		}
 	}
 	PG_RETURN_DATUM(HeapTupleGetDatum(heap_form_tuple(tupdesc, values, nulls)));

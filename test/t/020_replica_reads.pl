@@ -147,6 +147,9 @@ my $standby_b = new_standby($primary, 'standby_b');
 like(try_sql($standby_b, "SELECT stream_seq.horizon('ev')"),
 	qr/^55000: .*not yet available/,
 	'standby_b: horizon() fails with 55000 before a listing was replayed');
+is( $standby_b->safe_psql('postgres',
+		"SELECT horizon IS NULL FROM stream_seq.streams WHERE stream = 'ev'::regclass"),
+	't', 'standby_b: the streams view shows the horizon as unknown meanwhile');
 my $old_snapshot = session($standby_b, $standby_b->connstr('postgres'));
 $old_snapshot->query('BEGIN ISOLATION LEVEL REPEATABLE READ');
 $old_snapshot->query('SELECT count(*) FROM ev');
@@ -167,6 +170,9 @@ is( $old_snapshot->query(
 	)->{out},
 	'2 1',
 	'standby_b: a new snapshot gets the horizon and sees the row');
+is( $standby_b->safe_psql('postgres',
+		"SELECT horizon FROM stream_seq.streams WHERE stream = 'ev'::regclass"),
+	'2', 'standby_b: the streams view shows it');
 $old_snapshot->close;
 # and requires SELECT there as on the primary
 $primary->safe_psql('postgres', 'CREATE ROLE nobody LOGIN');
