@@ -33,9 +33,10 @@ ifneq ($(PGXS),)
 include $(PGXS)
 # after the include, which resets it: the TAP tests' shared helpers
 PROVE_FLAGS += -I ./test/perl
-else ifneq ($(filter-out test demo bench check-valgrind,$(or $(MAKECMDGOALS),all)),)
-# "make test", "make demo", "make bench" and "make check-valgrind" install
-# the build dependencies themselves, so they work before pg_config exists.
+else ifneq ($(filter-out test demo bench check-valgrind check-model,$(or $(MAKECMDGOALS),all)),)
+# "make test", "make demo", "make bench", "make check-valgrind" and
+# "make check-model" install the build dependencies themselves, so they
+# work before pg_config exists.
 $(error $(PG_CONFIG) not found: install postgresql-server-dev-15, or pass PG_CONFIG=/path/to/pg_config (make test installs what it needs))
 endif
 
@@ -44,9 +45,13 @@ endif
 $(OBJS): src/stream_seq.h
 
 # Everything a user or CI runs: see README.md.
-.PHONY: test demo bench check-valgrind
+.PHONY: test demo bench check-valgrind check-model
 test:
 	@test/run-tests.sh
+
+# The standby horizon protocol, model-checked with spin (also in "make test").
+check-model:
+	@test/check-model.sh
 
 demo:
 	@bench/demo.sh
