@@ -94,10 +94,8 @@ stream_rmgr_desc(StringInfo buf, XLogReaderState *record)
 			{
 				xl_stream_numbers *rec = (xl_stream_numbers *) data;
 
-				appendStringInfo(buf, "db %u rel %u xid %u:%u lo " INT64_FORMAT " next " INT64_FORMAT "%s",
-								 rec->dboid, rec->relid,
-								 EpochFromFullTransactionId(rec->xid),
-								 XidFromFullTransactionId(rec->xid),
+				appendStringInfo(buf, "db %u rel %u xid %u lo " INT64_FORMAT " next " INT64_FORMAT "%s",
+								 rec->dboid, rec->relid, rec->xid,
 								 rec->lo, rec->next,
 								 rec->counter_started ? "" : " (counter not started)");
 				break;
@@ -162,7 +160,7 @@ stream_replica_init(void)
 {
 	BackgroundWorker worker;
 
-	RegisterCustomRmgr(STREAM_SEQ_RMGR_ID, &stream_rmgr);
+	RegisterCustomRmgr(stream_seq_rmgr_id, &stream_rmgr);
 
 	memset(&worker, 0, sizeof(worker));
 	worker.bgw_flags = BGWORKER_SHMEM_ACCESS;

@@ -872,13 +872,13 @@ log_numbers(StreamSlot *slot, FullTransactionId xid, int64 lo)
 		return;
 	rec.dboid = slot->dboid;
 	rec.relid = slot->relid;
-	rec.xid = xid;
+	rec.xid = XidFromFullTransactionId(xid);
 	rec.lo = lo;
 	rec.next = slot->next;
 	rec.counter_started = slot->started;
 	XLogBeginInsert();
-	XLogRegisterData((char *) &rec, sizeof(rec));
-	(void) XLogInsert(STREAM_SEQ_RMGR_ID, XLOG_STREAM_NUMBERS);
+	XLogRegisterData((char *) &rec, SizeOfStreamNumbers);
+	(void) XLogInsert(stream_seq_rmgr_id, XLOG_STREAM_NUMBERS);
 }
 
 /*
@@ -1573,11 +1573,14 @@ void
 stream_replay_numbers(const xl_stream_numbers *rec)
 {
 	int			slotno = replay_slot(rec->dboid, rec->relid);
+	FullTransactionId xid;
 	StreamSlot *slot;
 	StreamEntry *e;
 
 	if (slotno < 0)
 		return;
+	/* replay of the record advanced nextXid past its running xid */
+	xid = full_xid(ReadNextFullTransactionId(), rec->xid);
 	slot = get_slot(slotno);
 	if (slot->nentries >= PRUNE_MIN_ENTRIES &&
 		slot->appends_since_prune >= PRUNE_MIN_APPENDS)
@@ -1590,7 +1593,7 @@ stream_replay_numbers(const xl_stream_numbers *rec)
 	}
 
 	LWLockAcquire(slot->lock, LW_EXCLUSIVE);
-	e = add_replayed(slot, rec->xid, rec->lo);
+	e = add_replayed(slot, xid, rec->lo);
 	if (e != NULL)
 		e->hi = rec->counter_started ? rec->next : rec->lo;
 	if (rec->counter_started)
@@ -1693,7 +1696,7 @@ log_listing(StreamSlot *slot, xl_stream_listing *buf)
 	XLogRegisterData((char *) buf,
 					 offsetof(xl_stream_listing, listed) +
 					 sizeof(xl_stream_listed) * buf->nlisted);
-	(void) XLogInsert(STREAM_SEQ_RMGR_ID, XLOG_STREAM_LISTING);
+	(void) XLogInsert(stream_seq_rmgr_id, XLOG_STREAM_LISTING);
 }
 
 /*
@@ -1710,7 +1713,7 @@ log_round_mark(uint8 info)
 	XLogBeginInsert();
 	XLogSetRecordFlags(XLOG_MARK_UNIMPORTANT);
 	XLogRegisterData((char *) &rec, sizeof(rec));
-	return XLogInsert(STREAM_SEQ_RMGR_ID, info);
+	return XLogInsert(stream_seq_rmgr_id, info);
 }
 
 /*

@@ -12,6 +12,7 @@
  */
 #include "postgres.h"
 
+#include "access/rmgr.h"
 #include "fmgr.h"
 #include "miscadmin.h"
 #include "storage/ipc.h"
@@ -28,6 +29,7 @@ int			stream_seq_max_tracked_xacts = 1024;
 int			stream_seq_head_interval = 1000;
 bool		stream_seq_notify = false;
 int			stream_seq_round_interval = 5000;
+int			stream_seq_rmgr_id = RM_EXPERIMENTAL_ID;
 
 static shmem_request_hook_type prev_shmem_request_hook = NULL;
 static shmem_startup_hook_type prev_shmem_startup_hook = NULL;
@@ -130,6 +132,14 @@ _PG_init(void)
 							&stream_seq_round_interval,
 							5000, 100, 3600 * 1000,
 							PGC_SIGHUP, GUC_UNIT_MS,
+							NULL, NULL, NULL);
+	DefineCustomIntVariable("stream_seq.rmgr_id",
+							"WAL resource manager id of stream_seq's records.",
+							"The same on a primary and its standbys; change it only after a clean shutdown "
+							"of every server that may replay WAL written with the old one.",
+							&stream_seq_rmgr_id,
+							RM_EXPERIMENTAL_ID, RM_MIN_CUSTOM_ID, RM_MAX_CUSTOM_ID,
+							PGC_POSTMASTER, 0,
 							NULL, NULL, NULL);
 	MarkGUCPrefixReserved("stream_seq");
 

@@ -32,6 +32,7 @@ extern int	stream_seq_max_tracked_xacts;
 extern int	stream_seq_head_interval;
 extern bool stream_seq_notify;
 extern int	stream_seq_round_interval;
+extern int	stream_seq_rmgr_id;
 
 /*
  * A backend's handle on a stream: what the catalog says about it and which
@@ -98,11 +99,10 @@ typedef struct StreamHolder
 /*
  * WAL records of stream_seq's resource manager (replica.c replays them,
  * shmem.c writes them under the lock of the slot they describe, so that
- * one stream's records are in the order of its numbers).  Until a
- * resource manager id is registered for the extension, the one PostgreSQL
- * sets aside for experiments is used; see README.md, "Replicas".
+ * one stream's records are in the order of its numbers).  Its id is the
+ * setting stream_seq.rmgr_id, by default the one PostgreSQL sets aside for
+ * experiments; see README.md, "Replicas".
  */
-#define STREAM_SEQ_RMGR_ID			RM_EXPERIMENTAL_ID
 #define STREAM_SEQ_RMGR_NAME		"stream_seq"
 
 #define XLOG_STREAM_NUMBERS			0x00	/* a transaction holds numbers */
@@ -119,13 +119,16 @@ typedef struct StreamHolder
  */
 typedef struct xl_stream_numbers
 {
-	Oid			dboid;
-	Oid			relid;
-	FullTransactionId xid;
 	int64		lo;
 	int64		next;
+	Oid			dboid;
+	Oid			relid;
+	TransactionId xid;			/* running: its epoch is that of nextXid */
 	bool		counter_started;
 } xl_stream_numbers;
+
+#define SizeOfStreamNumbers \
+	(offsetof(xl_stream_numbers, counter_started) + sizeof(bool))
 
 /* XLOG_STREAM_ROUND_START: every xid that took numbers before is below this */
 typedef struct xl_stream_round
