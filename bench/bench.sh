@@ -59,14 +59,21 @@
 #     (BENCH_GROUP_ROWS rows inserted ahead, BENCH_GROUP_REPS rounds), and
 #     the wake-up latency from a writer's commit to a waiting worker's read
 #     of the row, for three ways of waiting (BENCH_GROUP_LAT_SECONDS each)
+#  10 replica reads: lag from a commit on the primary to the row returned
+#     by a reader on a streaming standby paging with wait() + horizon(),
+#     against the same reader on the primary (bench/replica_bench.sh,
+#     BENCH_REPLICA_SECONDS); and the primary's writer throughput and WAL
+#     per transaction with the standby records against the build before
+#     them, BENCH_REPLICA_BASE (bench/compare_builds.sh, its own clusters,
+#     BENCH_REPLICA_ROUNDS rounds of BENCH_SECONDS)
 # Prints the tables, writes them to bench/results.md, draws
 # bench/throughput.png (gnuplot) and keeps the raw numbers in bench/out/.
 #
 # As root it installs the Debian packages it needs (postgresql-15,
 # postgresql-server-dev-15, make, gcc, python3-psycopg2, gnuplot-nox,
 # postgresql-15-pgq3); otherwise it prints the apt-get command.
-# Environment (defaults in parentheses; the defaults take about 32 minutes,
-# figure 1 half of it, figure 8 ten minutes and figure 9 two):
+# Environment (defaults in parentheses; the defaults take about 38 minutes,
+# figure 1 half of it, figure 8 ten minutes, figure 9 two, figure 10 six):
 #   BENCH_SECONDS (5)          length of a figure 1 run; figure 4's runs
 #                              last twice as long
 #   BENCH_REPS (3)             rounds of figure 1, runs of figure 4
@@ -74,7 +81,7 @@
 #                              1-client rows (about 7 more minutes)
 #   BENCH_CONTENDERS ("serial xid8 lock pgq stream serial_pk stream_pk")
 #                              contenders of figures 1-3 and 7
-#   BENCH_FIGURES ("1 2 3 4 6 7 8 9"; 5 comes with 2 and 3)
+#   BENCH_FIGURES ("1 2 3 4 6 7 8 9 10"; 5 comes with 2 and 3)
 #   BENCH_LAG_SECONDS (8)      figure 2 run length
 #   BENCH_STALL_SECONDS (10)   figure 3: how long the transaction stays open
 #   BENCH_COST_ROWS (50000)    figure 7: rows written per measurement
@@ -91,6 +98,10 @@
 #   BENCH_GROUP_REPS (2)       figure 9: rounds of 1 worker and 4 workers
 #   BENCH_GROUP_LAT_SECONDS (15)
 #                              figure 9: length of each latency run
+#   BENCH_REPLICA_SECONDS (15) figure 10: length of the lag run
+#   BENCH_REPLICA_BASE (b43a230) figure 10: the revision before the standby
+#                              records (needs the git history)
+#   BENCH_REPLICA_ROUNDS (5)   figure 10: rounds of the throughput comparison
 #   BENCH_PORT (55402)
 #   PGBIN (/usr/lib/postgresql/15/bin)
 #                              the PostgreSQL installation used (bench/lib.sh)
@@ -103,7 +114,10 @@ SECS=${BENCH_SECONDS:-5}
 REPS=${BENCH_REPS:-3}
 CLIENTS=${BENCH_CLIENTS:-"8 32"}
 CONTENDERS=${BENCH_CONTENDERS:-"serial xid8 lock pgq stream serial_pk stream_pk"}
-FIGURES=${BENCH_FIGURES:-"1 2 3 4 6 7 8 9"}
+FIGURES=${BENCH_FIGURES:-"1 2 3 4 6 7 8 9 10"}
+REPLICA_SECS=${BENCH_REPLICA_SECONDS:-15}
+REPLICA_BASE=${BENCH_REPLICA_BASE:-b43a230}
+REPLICA_ROUNDS=${BENCH_REPLICA_ROUNDS:-5}
 LAG_SECS=${BENCH_LAG_SECONDS:-8}
 STALL_SECS=${BENCH_STALL_SECONDS:-10}
 COST_ROWS=${BENCH_COST_ROWS:-50000}
@@ -536,5 +550,44 @@ if [ "$(installed_lib_sum)" != "$LIB_SUM" ]; then
 	printf 'meta\treinstalled\tyes\n' >>"$RAW"
 fi
 stop_cluster
+
+#
+# Figure 10: replica reads, by bench/replica_bench.sh and
+# bench/compare_builds.sh, each with clusters of its own (after this
+# script's cluster is stopped, so that they do not compete with it)
+#
+REPLICA_MD=$OUT/replica.md
+: >"$REPLICA_MD"
+if has_figure 10; then
+	{
+		echo
+		echo "## Figure 10: replica reads"
+		echo
+		echo "bench/replica_bench.sh $REPLICA_SECS 200:"
+		echo
+		echo '```'
+		STREAM_SEQ_SKIP_BUILD=1 "$BENCH_DIR/replica_bench.sh" "$REPLICA_SECS" 200 \
+			>"$OUT/replica_bench.log" 2>&1 || echo "(replica_bench.sh failed: see bench/out/replica_bench.log)"
+		sed -n '/^Replica read lag/,$p' "$OUT/replica_bench.log"
+		echo '```'
+		echo
+		echo "Writer throughput and WAL with the standby records (after) and without"
+		echo "(before: $REPLICA_BASE), bench/compare_builds.sh $REPLICA_BASE $SECS $REPLICA_ROUNDS:"
+		echo
+		echo '```'
+		if git -C "$REPO_DIR" cat-file -e "$REPLICA_BASE^{commit}" 2>/dev/null; then
+			"$BENCH_DIR/compare_builds.sh" "$REPLICA_BASE" "$SECS" "$REPLICA_ROUNDS" \
+				>"$OUT/compare_builds.log" 2>&1 || echo "(compare_builds.sh failed: see bench/out/compare_builds.log)"
+			sed -n '/^Writer transactions/,$p' "$OUT/compare_builds.log"
+		else
+			echo "(skipped: revision $REPLICA_BASE is not in this checkout)"
+		fi
+		echo '```'
+	} >"$REPLICA_MD"
+	log "figure 10: replica reads done"
+fi
+
 "$PY" "$BENCH_DIR/report.py" "$OUT" "$BENCH_DIR/results.md" "$BENCH_DIR/throughput.png"
+cat "$REPLICA_MD" >>"$BENCH_DIR/results.md"
+cat "$REPLICA_MD"
 log "done"

@@ -16,7 +16,8 @@
 # stream table and the bigserial table (on this tree's cluster), in an
 # order rotated from round to round.  Prints transactions/s, median
 # [min-max] over the rounds, and the ratios of the medians: this tree to
-# REV, and each build to bigserial.
+# REV, and each build to bigserial; then the WAL each wrote per
+# transaction (insert position before and after the run / transactions).
 set -euo pipefail
 . "$(dirname "$0")/lib.sh"
 
@@ -80,13 +81,24 @@ start_node() {
 start_node before "$OLDBIN" 55571
 start_node after "$PGBIN" 55572
 
-# run PORT TABLE SC ROWS: transactions/s of one pgbench run
+# lsn PORT: the WAL insert position of a cluster
+lsn() {
+	$PGBIN/psql -X -At -h "$WORK" -p "$1" -U postgres -d postgres \
+		-c "SELECT pg_current_wal_insert_lsn() - '0/0'"
+}
+
+# run PORT TABLE SC ROWS: transactions/s of one pgbench run, a tab, and the
+# WAL it wrote per transaction
 run() {
-	local port=$1 table=$2 sc=$3 rows=$4
+	local port=$1 table=$2 sc=$3 rows=$4 start
+	start=$(lsn "$port")
 	PGOPTIONS="-c synchronous_commit=$sc" $PGBIN/pgbench -n -M prepared -h "$WORK" -p "$port" \
 		-U postgres -c 8 -j 2 -T "$SECS" -D rows="$rows" -D hold=0 \
-		-f "$BENCH_DIR/pgbench/write_$table.sql" postgres 2>&1 |
-		awk '/^tps = / { printf "%.0f\n", $3 }'
+		-f "$BENCH_DIR/pgbench/write_$table.sql" postgres >"$WORK/pgbench.out" 2>&1
+	awk -v wal=$(($(lsn "$port") - start)) \
+		'/^number of transactions actually processed:/ { n = $6 }
+		 /^tps = / { tps = $3 }
+		 END { printf "%.0f\t%.0f\n", tps, (n > 0 ? wal / n : 0) }' "$WORK/pgbench.out"
 }
 
 RAW=$WORK/raw
@@ -113,9 +125,10 @@ echo
 import statistics, sys
 runs = {}
 for line in open(sys.argv[1]):
-    case, name, rnd, tps = line.rstrip("\n").split("\t")
+    case, name, rnd, tps, wal = line.rstrip("\n").split("\t")
     if tps:
         runs.setdefault((case, name), []).append(float(tps))
+        runs.setdefault((case, name, "wal"), []).append(float(wal))
 def cell(v):
     return "%6.0f [%.0f-%.0f]" % (statistics.median(v), min(v), max(v))
 print("%-26s %22s %22s %22s %12s %12s %12s" % (
@@ -128,4 +141,14 @@ for case in ("on 10", "off 10", "off 1"):
     mb, ma, ms = (statistics.median(v) for v in (b, a, s))
     print("%-26s %22s %22s %22s %12.2f %12.2f %12.2f" % (
         case.replace(" ", ", "), cell(b), cell(a), cell(s), ma / mb, mb / ms, ma / ms))
+print()
+print("WAL bytes per transaction, median over the rounds:")
+print("%-26s %10s %10s %10s %12s" % ("synchronous_commit, rows", "before", "after",
+                                      "bigserial", "after-before"))
+for case in ("on 10", "off 10", "off 1"):
+    b, a, s = (runs.get((case, n, "wal"), []) for n in ("before", "after", "bigserial"))
+    if not (b and a and s):
+        continue
+    mb, ma, ms = (statistics.median(v) for v in (b, a, s))
+    print("%-26s %10.0f %10.0f %10.0f %12.0f" % (case.replace(" ", ", "), mb, ma, ms, ma - mb))
 PY
