@@ -17,7 +17,10 @@
 #     makes everything 20-50 times slower, so this allows minutes.
 #  5. Runs "make installcheck TEST_EXISTING_SERVER=1" for the regression
 #     suite, then for the isolation suite, against that server, from a copy
-#     of the source tree (results are written there, not into the checkout).
+#     of the source tree (results are written there, not into the checkout);
+#     then stops it with -m immediate and starts it again under valgrind, so
+#     that crash recovery replays stream_seq's WAL records (the redo a
+#     standby runs).
 #  6. Stops the server and scans the valgrind logs: prints every error whose
 #     stack has a stream_seq frame, then counts the others (errors in
 #     PostgreSQL or libraries alone), and exits 1 if there was a stream_seq
@@ -159,28 +162,34 @@ valgrind_opts=(
 # shellcheck disable=SC2206
 valgrind_opts+=(${VALGRIND_EXTRA_OPTS:-})
 
-echo "== starting the server under valgrind on port $port (waiting up to ${start_timeout}s)"
-as_pg valgrind "${valgrind_opts[@]}" "$bindir/postgres" -D "$pgdata" \
-	>"$work/postmaster.log" 2>&1 &
-server_pid=$!
+# start_server: start the postmaster under valgrind and wait until it
+# accepts connections (after a crash: until recovery is over)
+start_server()
+{
+	echo "== starting the server under valgrind on port $port (waiting up to ${start_timeout}s)"
+	as_pg valgrind "${valgrind_opts[@]}" "$bindir/postgres" -D "$pgdata" \
+		>>"$work/postmaster.log" 2>&1 &
+	server_pid=$!
 
-waited=0
-until as_pg pg_isready -q -h "$sockdir" -p "$port" -d postgres; do
-	if ! kill -0 "$server_pid" 2>/dev/null; then
-		echo "the server under valgrind exited during start-up; its log:" >&2
-		tail -n 40 "$work/postmaster.log" >&2
-		server_pid=""
-		exit 2
-	fi
-	if [ "$waited" -ge "$start_timeout" ]; then
-		echo "the server under valgrind did not accept connections within ${start_timeout}s" >&2
-		tail -n 40 "$work/postmaster.log" >&2
-		exit 2
-	fi
-	sleep 2
-	waited=$((waited + 2))
-done
-echo "== server accepting connections after ${waited}s"
+	local waited=0
+	until as_pg pg_isready -q -h "$sockdir" -p "$port" -d postgres; do
+		if ! kill -0 "$server_pid" 2>/dev/null; then
+			echo "the server under valgrind exited during start-up; its log:" >&2
+			tail -n 40 "$work/postmaster.log" >&2
+			server_pid=""
+			exit 2
+		fi
+		if [ "$waited" -ge "$start_timeout" ]; then
+			echo "the server under valgrind did not accept connections within ${start_timeout}s" >&2
+			tail -n 40 "$work/postmaster.log" >&2
+			exit 2
+		fi
+		sleep 2
+		waited=$((waited + 2))
+	done
+	echo "== server accepting connections after ${waited}s"
+}
+start_server
 
 #----------------------------------------------------------------------
 # 5. the suites
@@ -212,6 +221,36 @@ started=$(date +%s)
 run_suite regression ISOLATION=
 run_suite isolation REGRESS=
 echo "== suites took $(( $(date +%s) - started ))s"
+
+#----------------------------------------------------------------------
+# 5b. crash recovery: the startup process replays, under valgrind, the
+#     WAL records stream_seq wrote during the suites (its resource
+#     manager's redo, as a standby runs it)
+#----------------------------------------------------------------------
+echo "== crash recovery under valgrind: writes after a checkpoint, immediate stop, start again"
+# after the checkpoint, so that recovery replays them: numbers taken,
+# and (after round_interval) a listing round of the lister worker
+as_pg psql -X -q -h "$sockdir" -p "$port" -d postgres -v ON_ERROR_STOP=1 <<-'SQL' || suite_failed=1
+	CHECKPOINT;
+	CREATE EXTENSION IF NOT EXISTS stream_seq;
+	CREATE TABLE valgrind_redo (payload int);
+	SELECT stream_seq.enable('valgrind_redo') \gset
+	INSERT INTO valgrind_redo SELECT g FROM generate_series(1, 100) g;
+	BEGIN;
+	INSERT INTO valgrind_redo VALUES (0);
+	SAVEPOINT s;
+	INSERT INTO valgrind_redo VALUES (1);
+	ROLLBACK TO s;
+	COMMIT;
+	SELECT pg_sleep(6) \gset
+SQL
+as_pg pg_ctl -D "$pgdata" -m immediate -w stop >/dev/null 2>&1 || true
+wait "$server_pid" || true
+server_pid=""
+start_server
+if ! grep -q "redo done" "$work/postmaster.log" && ! grep -q "redo done" "$pgdata"/log/* 2>/dev/null; then
+	echo "   (the server log does not say \"redo done\": see $work/postmaster.log)"
+fi
 
 #----------------------------------------------------------------------
 # 6. stop, then scan the valgrind logs
