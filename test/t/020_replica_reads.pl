@@ -35,13 +35,14 @@ CREATE TABLE ev (id bigserial PRIMARY KEY, client int NOT NULL,
 SELECT stream_seq.enable('ev');
 
 -- sleeps inside the commit, after stream_seq_assign took the numbers;
--- client -1 rows hold their commit for a long time
+-- client -1 rows hold their commit for a long time, client -2 rows until
+-- the test lets go of advisory lock 4242
 CREATE FUNCTION slow_commit() RETURNS trigger LANGUAGE plpgsql AS $$
 BEGIN
   IF NEW.client = -1 THEN
     PERFORM pg_sleep(600);
   ELSIF NEW.client = -2 THEN
-    PERFORM pg_sleep(8);
+    PERFORM pg_advisory_xact_lock(4242);
   ELSE
     PERFORM pg_sleep(random() * 0.004);
   END IF;
@@ -138,6 +139,8 @@ ALTER SYSTEM SET stream_seq.round_interval = '1h';
 SELECT pg_reload_conf();
 });
 sleep 2;		# the lister's last wait with the old interval ends
+my $gate = session($primary, $primary->connstr('postgres'));
+$gate->query('SELECT pg_advisory_lock(4242)');
 my $unknown = bg_psql($primary,
 	'INSERT INTO ev (client, phase) VALUES (-2, 0)');
 ok( $primary->poll_query_until('postgres',
@@ -153,6 +156,8 @@ is( $standby_b->safe_psql('postgres',
 my $old_snapshot = session($standby_b, $standby_b->connstr('postgres'));
 $old_snapshot->query('BEGIN ISOLATION LEVEL REPEATABLE READ');
 $old_snapshot->query('SELECT count(*) FROM ev');
+$gate->query('SELECT pg_advisory_unlock(4242)');
+$gate->close;
 is(wait_done($unknown, 60), 0, 'standby_b: that transaction committed');
 $primary->safe_psql('postgres', q{
 ALTER SYSTEM RESET stream_seq.round_interval;
