@@ -302,33 +302,49 @@ memo_store(Oid relid, Snapshot snapshot, int64 horizon)
 }
 
 /*
- * standby_horizon
+ * stream_standby_horizon
  *		The horizon of the stream for a snapshot of a standby, from what
- *		the standby replayed of the primary's reservations (shmem.c).  For
- *		a stream nothing was replayed for since the standby knows every open
+ *		the standby replayed of the primary's reservations (shmem.c); what
+ *		stands in the way if there is none (see standby_horizon).  For a
+ *		stream nothing was replayed for since the standby knows every open
  *		reservation, no transaction holds numbers of it, and every number
  *		not yet replayed is above every number handed out so far: the
  *		highest number the snapshot sees, plus one, is a horizon.
- *
- *		Refused, with a retryable error, until the standby has replayed a
- *		whole listing of the primary's open reservations (written every
- *		stream_seq.round_interval while the primary is busy), and for a
- *		snapshot taken before that which might not see such a
- *		reservation's rows.
+ */
+StandbyHorizonResult
+stream_standby_horizon(StreamRef *ref, Snapshot snapshot, int64 *horizon)
+{
+	StandbyHorizonResult result;
+
+	result = stream_slot_standby_horizon(ref, snapshot, horizon);
+	if (result == STANDBY_HORIZON_NOT_STARTED)
+	{
+		int64		max_number = stream_table_max(ref, snapshot);
+
+		*horizon = max_number == PG_INT64_MIN ? 1 : max_number + 1;
+		result = STANDBY_HORIZON_DONE;
+	}
+	return result;
+}
+
+/*
+ * standby_horizon
+ *		stream_standby_horizon, or the error that says why there is none:
+ *		retryable until the standby has replayed a whole listing of the
+ *		primary's open reservations (written every stream_seq.round_interval
+ *		while the primary is busy), and for a snapshot taken before that
+ *		which might not see such a reservation's rows.
  */
 static int64
 standby_horizon(StreamRef *ref, Snapshot snapshot)
 {
-	int64		horizon;
-	int64		max_number;
+	int64		horizon = 0;
 
-	switch (stream_slot_standby_horizon(ref, snapshot, &horizon))
+	switch (stream_standby_horizon(ref, snapshot, &horizon))
 	{
 		case STANDBY_HORIZON_DONE:
-			return horizon;
 		case STANDBY_HORIZON_NOT_STARTED:
-			max_number = stream_table_max(ref, snapshot);
-			return max_number == PG_INT64_MIN ? 1 : max_number + 1;
+			break;
 		case STANDBY_HORIZON_INCOMPLETE:
 			ereport(ERROR,
 					(errcode(ERRCODE_OBJECT_NOT_IN_PREREQUISITE_STATE),
@@ -349,7 +365,7 @@ standby_horizon(StreamRef *ref, Snapshot snapshot)
 					 errhint("Set \"stream_seq.max_streams\" on the standby at least as high as on the primary and restart the standby.")));
 			break;
 	}
-	return 0;					/* keep compiler quiet */
+	return horizon;
 }
 
 /*

@@ -72,8 +72,8 @@ stream_seq_status(PG_FUNCTION_ARGS)
 		if (!standby)
 			(void) stream_compute_horizon(ref, snapshot, NULL);
 		else
-			standby_known = stream_slot_standby_horizon(ref, snapshot,
-														&standby_horizon) ==
+			standby_known = stream_standby_horizon(ref, snapshot,
+												   &standby_horizon) ==
 				STANDBY_HORIZON_DONE;
 		if (stream_slot_status(ref, snapshot, &status))
 		{
@@ -90,11 +90,12 @@ stream_seq_status(PG_FUNCTION_ARGS)
 			values[7] = Int64GetDatum((int64) status.evictions);
 			values[8] = Int64GetDatum((int64) status.assigned_xacts);
 			values[9] = Int64GetDatum(status.visible_horizon);
-			if (standby)
-			{
-				values[1] = values[9] = Int64GetDatum(standby_horizon);
-				nulls[1] = nulls[9] = !standby_known;
-			}
+		}
+		if (standby)
+		{
+			/* nothing replayed for the stream: the rest stays NULL */
+			values[1] = values[9] = Int64GetDatum(standby_horizon);
+			nulls[1] = nulls[9] = !standby_known;
 		}
 	}
 	PG_RETURN_DATUM(HeapTupleGetDatum(heap_form_tuple(tupdesc, values, nulls)));

@@ -258,6 +258,9 @@ extern Snapshot stream_statement_snapshot(void);
 extern void stream_check_select(Oid relid);
 extern void stream_horizon_init(void);
 extern bool stream_xact_computed_horizon(void);
+extern StandbyHorizonResult stream_standby_horizon(StreamRef *ref,
+												   Snapshot snapshot,
+												   int64 *horizon);
 
 /* assign.c */
 extern void stream_assign_init(void);

@@ -33,6 +33,10 @@ CREATE EXTENSION stream_seq;
 CREATE TABLE ev (id bigserial PRIMARY KEY, client int NOT NULL,
                  phase int NOT NULL, pad text);
 SELECT stream_seq.enable('ev');
+-- a stream written only now
+CREATE TABLE quiet (payload int);
+SELECT stream_seq.enable('quiet');
+INSERT INTO quiet SELECT g FROM generate_series(1, 5) g;
 
 -- sleeps inside the commit, after stream_seq_assign took the numbers;
 -- client -1 rows hold their commit for a long time, client -2 rows until
@@ -285,6 +289,9 @@ ok($primary->poll_query_until('postgres', "SELECT count(*) = 1 FROM ($held_query
 	'crash: a transaction holds a number inside its commit');
 my $held_number = $primary->safe_psql('postgres', $held_query);
 $primary->wait_for_catchup($standby_a, 'replay');
+# after a checkpoint, crash recovery does not replay stream "quiet"'s
+# records: its counter stays unstarted on the restarted primary
+$primary->safe_psql('postgres', 'CHECKPOINT');
 my $sb_horizon = $standby_a->safe_psql('postgres',
 	"SELECT stream_seq.horizon('ev')");
 cmp_ok($sb_horizon, '<=', $held_number,
@@ -311,6 +318,20 @@ wait_done($load, 10);
 is(wait_done($load2, $run_seconds + 60), 0, 'load after the crash ran cleanly');
 $primary->wait_for_catchup($standby_a, 'replay');
 $primary->wait_for_catchup($standby_b, 'replay');
+
+# Standby b restarts now: nothing it replays from here on or any listing
+# names stream "quiet" (the restarted primary never started its counter),
+# so its horizon comes from the rows the snapshot sees
+$standby_b->restart;
+ok( $standby_b->poll_query_until('postgres',
+		"SELECT stream_seq.horizon('ev') > 0"),
+	'standby_b: horizon() answers again after its second restart');
+is( $standby_b->safe_psql('postgres', q{
+SELECT stream_seq.horizon('quiet') || '|' || horizon || '|' ||
+       coalesce(head::text, 'not started')
+  FROM stream_seq.streams WHERE stream = 'quiet'::regclass}),
+	'6|6|not started',
+	'standby_b: a stream with nothing replayed: highest number seen + 1');
 
 my $phase1 = $primary->safe_psql('postgres',
 	'SELECT string_agg(seq::text, \',\' ORDER BY seq) FROM ev');
