@@ -8,7 +8,8 @@
  * a crash.  PostgreSQL logs running transactions (RUNXACTS) now and then
  * and after a crash.  The lister writes rounds: START (next xid), the
  * stream's LISTING (counter and open reservations, under the lock), END.
- * WAL is shipped and replayed in order.
+ * WAL is shipped and replayed in order.  The stream's slot lock is
+ * modelled by the atomic steps that hold it.
  *
  * Standby: starts at a RUNXACTS record, as PostgreSQL's hot standby does,
  * tracks known-running xids the way KnownAssignedXids does (every xid up
@@ -79,14 +80,12 @@ byte lo[NW];				/* NONE unless a number was taken */
 byte next_xid = 1;
 byte p_latest_completed = 0;
 byte counter = 1;
-bool plock = false;			/* the stream's slot lock */
 byte crashes = 0;
 byte round_epoch;
 bool primary_down = false;	/* crashed and not yet restarted */
 bool promoted = false;
 
 /* standby */
-bool sb_up = false;
 byte rp;					/* next record to replay */
 byte known;					/* bitmask: writers whose xid is known running */
 byte latest_observed;
@@ -101,8 +100,6 @@ bool complete;
 byte bound;
 
 /* the reader's snapshot and the horizon it was given */
-bool snap_taken = false;
-bool snap_recovery;
 byte snap_xmax;
 byte snap_running;			/* bitmask: running for the snapshot */
 byte snap_committed;		/* bitmask: committed and visible */
@@ -188,7 +185,6 @@ inline standby_start(at)
 	entries = 0; sb_next = 0; sb_started = false;
 	round_open = false; complete = false;
 	rp = at + 1;
-	sb_up = true
 }
 
 inline replay_one()
@@ -261,7 +257,6 @@ inline take_snapshot()
 		:: else -> skip
 		fi
 	}
-	snap_taken = true
 }
 
 /* horizon() for the reader's snapshot, as on the standby; may refuse */
@@ -314,8 +309,8 @@ inline compute_horizon()
 
 proctype writer(byte w)
 {
-	byte i, j, s, h, at;
-	bool older, refused;
+	byte i, s, h;
+	bool refused;
 	if
 	:: atomic { !primary_down && !promoted && pstate[w] == P_IDLE ->
 		xid[w] = next_xid; next_xid++; pstate[w] = P_XID }
@@ -323,12 +318,12 @@ proctype writer(byte w)
 	fi;
 	if
 #ifndef BROKEN_LOG_LATER
-	:: atomic { !primary_down && !promoted && pstate[w] == P_XID && !plock ->
+	:: atomic { !primary_down && !promoted && pstate[w] == P_XID ->
 		lo[w] = counter; counter++; pstate[w] = P_HOLDS;
 		append(NUMBERS, w, lo[w], counter, 0, 0) }
 #else
 	/* the counter under the lock, the record after releasing it */
-	:: atomic { !primary_down && !promoted && pstate[w] == P_XID && !plock ->
+	:: atomic { !primary_down && !promoted && pstate[w] == P_XID ->
 		lo[w] = counter; counter++; pstate[w] = P_HOLDS }
 		if
 		:: atomic { !primary_down && !promoted && pstate[w] == P_HOLDS ->
@@ -363,7 +358,7 @@ inline log_round()
 	:: promoted -> round_epoch = crashes + 1	/* no round: the primary is gone */
 	fi;
 	if
-	:: atomic { !primary_down && round_epoch == crashes && !plock ->
+	:: atomic { !primary_down && round_epoch == crashes ->
 		s = 0;
 		for (i : 0 .. NW - 1) {
 			if
@@ -384,8 +379,8 @@ inline log_round()
 proctype lister()
 {
 	byte rounds = 0;
-	byte i, j, s, h, at;
-	bool older, refused;
+	byte i, s, h;
+	bool refused;
 	do
 	:: rounds < ROUNDS && !primary_down -> log_round(); rounds++
 	:: rounds >= ROUNDS -> break
@@ -395,8 +390,8 @@ proctype lister()
 
 proctype primary_events()
 {
-	byte i, j, s, h, at;
-	bool older, refused;
+	byte i, s, h;
+	bool refused;
 	/*
 	 * a running-transactions record; then a crash (after which the primary
 	 * restarts and logs running transactions, or stays down for good: a
@@ -488,8 +483,8 @@ inline check_all()
 }
 
 init {
-	byte i, j, s, h, at, s0, p1, p2, last_start;
-	bool older, refused;
+	byte i, s, h, s0, p1, p2, last_start;
+	bool refused;
 	for (i : 0 .. NW - 1) { xid[i] = NONE; lo[i] = NONE; pstate[i] = P_IDLE }
 	atomic { log_runxacts() }
 	atomic {
