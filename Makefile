@@ -5,7 +5,8 @@ MODULE_big   = stream_seq
 OBJS         = src/stream_seq.o src/shmem.o src/catalog.o src/counter.o \
                src/horizon.o src/assign.o src/lifecycle.o src/ddl.o \
                src/retention.o src/consumer.o src/group.o src/wait.o \
-               src/status.o src/compat.o src/replica.o
+               src/status.o src/compat.o src/replica.o \
+               src/partition.o
 DATA         = $(wildcard sql/$(EXTENSION)--*.sql)
 PGFILEDESC   = "stream_seq - gap-safe stream tables"
 

@@ -79,18 +79,28 @@ typedef struct XactStream
 	bool		has_entry;		/* our entry is in the shared list */
 	int64		cur_next;		/* current reserved range [cur_next, cur_end) */
 	int64		cur_end;
+} XactStream;
 
-	/* executor state for the commit-time writes, made on first use */
+/*
+ * A table the current transaction inserted stream rows into: the stream
+ * table, or one of its partitions.  Holds the executor state for the
+ * commit-time writes, made on first use.
+ */
+typedef struct XactWriter
+{
+	Oid			relid;			/* hash key */
+	AttrNumber	seq_attnum;		/* the stream column, in this table */
 	EState	   *estate;
 	ResultRelInfo *rri;
 	TupleTableSlot *newslot;
 	TupleTableSlot *fetchslot;
 	bool	   *key_changes;	/* per index: it covers the stream column */
 	ExprState **predicates;		/* per partial index, prepared on first use */
-} XactStream;
+} XactWriter;
 
 /* Per-transaction state, in TopTransactionContext; NULL when idle. */
 static HTAB *xact_streams = NULL;
+static HTAB *xact_writers = NULL;
 
 /*
  * Streams disabled or dropped by this transaction (or one of its
@@ -128,6 +138,35 @@ xact_stream_get(StreamRef *ref)
 		memset(((char *) xs) + sizeof(Oid), 0, sizeof(XactStream) - sizeof(Oid));
 	xs->ref = ref;
 	return xs;
+}
+
+/*
+ * xact_writer_get
+ *		The transaction's writer for the table a trigger fired on, created
+ *		on first use (the executor state is made later, by open_writer).
+ */
+static XactWriter *
+xact_writer_get(StreamTarget *target)
+{
+	XactWriter *writer;
+	bool		found;
+
+	if (xact_writers == NULL)
+	{
+		HASHCTL		ctl;
+
+		ctl.keysize = sizeof(Oid);
+		ctl.entrysize = sizeof(XactWriter);
+		ctl.hcxt = TopTransactionContext;
+		xact_writers = hash_create("stream_seq writers", 8, &ctl,
+								   HASH_ELEM | HASH_BLOBS | HASH_CONTEXT);
+	}
+	writer = hash_search(xact_writers, &target->relid, HASH_ENTER, &found);
+	if (!found)
+		memset(((char *) writer) + sizeof(Oid), 0,
+			   sizeof(XactWriter) - sizeof(Oid));
+	writer->seq_attnum = target->seq_attnum;
+	return writer;
 }
 
 /*
@@ -192,6 +231,7 @@ stream_seq_guard_trigger(PG_FUNCTION_ARGS)
 {
 	TriggerData *trigdata = (TriggerData *) fcinfo->context;
 	Relation	rel;
+	StreamTarget *target;
 	StreamRef  *ref;
 	XactStream *xs;
 
@@ -203,7 +243,8 @@ stream_seq_guard_trigger(PG_FUNCTION_ARGS)
 				 errmsg("stream_seq.guard_trigger() must be fired BEFORE ... FOR EACH ROW")));
 
 	rel = trigdata->tg_relation;
-	ref = stream_lookup(RelationGetRelid(rel), false);
+	target = stream_lookup_target(rel);
+	ref = stream_lookup(target->stream, false);
 
 	if (TRIGGER_FIRED_BY_UPDATE(trigdata->tg_event))
 		ereport(ERROR,
@@ -217,7 +258,7 @@ stream_seq_guard_trigger(PG_FUNCTION_ARGS)
 				(errcode(ERRCODE_E_R_I_E_TRIGGER_PROTOCOL_VIOLATED),
 				 errmsg("stream_seq.guard_trigger() must be fired for INSERT or UPDATE")));
 
-	if (!heap_attisnull(trigdata->tg_trigtuple, ref->seq_attnum,
+	if (!heap_attisnull(trigdata->tg_trigtuple, target->seq_attnum,
 						RelationGetDescr(rel)))
 		ereport(ERROR,
 				(errcode(ERRCODE_GENERATED_ALWAYS),
@@ -229,6 +270,15 @@ stream_seq_guard_trigger(PG_FUNCTION_ARGS)
 	if (past_pre_commit)
 		report_late_row(RelationGetRelationName(rel));
 
+	if (target->sealed)
+		ereport(ERROR,
+				(errcode(ERRCODE_OBJECT_NOT_IN_PREREQUISITE_STATE),
+				 errmsg("partition \"%s\" of stream table \"%s\" is sealed",
+						RelationGetRelationName(rel), get_rel_name(ref->relid)),
+				 errdetail("A sealed partition takes no more rows; its range of numbers is final."),
+				 errhint("Insert rows whose partition key falls in a newer partition.")));
+
+	xact_writer_get(target);
 	xs = xact_stream_get(ref);
 	if (xs->inserted++ == 0)
 		check_publications(rel);
@@ -296,7 +346,7 @@ index_covers_column(IndexInfo *info, AttrNumber attnum)
  *		insert_index_entries).
  */
 static void
-open_writer(XactStream *xs, Relation trigrel)
+open_writer(XactWriter *w, Relation trigrel)
 {
 	MemoryContext oldcxt = MemoryContextSwitchTo(TopTransactionContext);
 	ResourceOwner oldowner = CurrentResourceOwner;
@@ -306,19 +356,19 @@ open_writer(XactStream *xs, Relation trigrel)
 	CurrentResourceOwner = TopTransactionResourceOwner;
 	rel = table_open(RelationGetRelid(trigrel), RowExclusiveLock);
 
-	xs->estate = CreateExecutorState();
-	xs->estate->es_output_cid = GetCurrentCommandId(true);
-	xs->rri = makeNode(ResultRelInfo);
-	InitResultRelInfo(xs->rri, rel, 1, NULL, 0);
-	ExecOpenIndices(xs->rri, false);
-	xs->key_changes = palloc0(sizeof(bool) * Max(xs->rri->ri_NumIndices, 1));
-	xs->predicates = palloc0(sizeof(ExprState *) * Max(xs->rri->ri_NumIndices, 1));
-	for (i = 0; i < xs->rri->ri_NumIndices; i++)
-		xs->key_changes[i] = index_covers_column(xs->rri->ri_IndexRelationInfo[i],
-												 xs->ref->seq_attnum);
-	xs->newslot = MakeSingleTupleTableSlot(RelationGetDescr(rel),
+	w->estate = CreateExecutorState();
+	w->estate->es_output_cid = GetCurrentCommandId(true);
+	w->rri = makeNode(ResultRelInfo);
+	InitResultRelInfo(w->rri, rel, 1, NULL, 0);
+	ExecOpenIndices(w->rri, false);
+	w->key_changes = palloc0(sizeof(bool) * Max(w->rri->ri_NumIndices, 1));
+	w->predicates = palloc0(sizeof(ExprState *) * Max(w->rri->ri_NumIndices, 1));
+	for (i = 0; i < w->rri->ri_NumIndices; i++)
+		w->key_changes[i] = index_covers_column(w->rri->ri_IndexRelationInfo[i],
+												 w->seq_attnum);
+	w->newslot = MakeSingleTupleTableSlot(RelationGetDescr(rel),
 										   &TTSOpsVirtual);
-	xs->fetchslot = table_slot_create(rel, NULL);
+	w->fetchslot = table_slot_create(rel, NULL);
 	CurrentResourceOwner = oldowner;
 	MemoryContextSwitchTo(oldcxt);
 }
@@ -328,19 +378,19 @@ open_writer(XactStream *xs, Relation trigrel)
  *		Release the executor state of open_writer.
  */
 static void
-close_writer(XactStream *xs)
+close_writer(XactWriter *w)
 {
 	ResourceOwner oldowner = CurrentResourceOwner;
 
-	if (xs->estate == NULL)
+	if (w->estate == NULL)
 		return;
 	CurrentResourceOwner = TopTransactionResourceOwner;
-	ExecDropSingleTupleTableSlot(xs->newslot);
-	ExecDropSingleTupleTableSlot(xs->fetchslot);
-	ExecCloseIndices(xs->rri);
-	table_close(xs->rri->ri_RelationDesc, NoLock);
-	FreeExecutorState(xs->estate);
-	xs->estate = NULL;
+	ExecDropSingleTupleTableSlot(w->newslot);
+	ExecDropSingleTupleTableSlot(w->fetchslot);
+	ExecCloseIndices(w->rri);
+	table_close(w->rri->ri_RelationDesc, NoLock);
+	FreeExecutorState(w->estate);
+	w->estate = NULL;
 	CurrentResourceOwner = oldowner;
 }
 
@@ -357,10 +407,10 @@ close_writer(XactStream *xs)
  *		ExecInsertIndexTuples with the check chosen per index.
  */
 static void
-insert_index_entries(XactStream *xs, Relation rel, TupleTableSlot *slot)
+insert_index_entries(XactWriter *w, Relation rel, TupleTableSlot *slot)
 {
-	ResultRelInfo *rri = xs->rri;
-	ExprContext *econtext = GetPerTupleExprContext(xs->estate);
+	ResultRelInfo *rri = w->rri;
+	ExprContext *econtext = GetPerTupleExprContext(w->estate);
 	ItemPointer tid = &slot->tts_tid;
 	Datum		values[INDEX_MAX_KEYS];
 	bool		isnull[INDEX_MAX_KEYS];
@@ -378,31 +428,31 @@ insert_index_entries(XactStream *xs, Relation rel, TupleTableSlot *slot)
 			continue;
 		if (info->ii_Predicate != NIL)
 		{
-			if (xs->predicates[i] == NULL)
+			if (w->predicates[i] == NULL)
 			{
 				MemoryContext oldcxt = MemoryContextSwitchTo(TopTransactionContext);
 
-				xs->predicates[i] = ExecPrepareQual(info->ii_Predicate, xs->estate);
+				w->predicates[i] = ExecPrepareQual(info->ii_Predicate, w->estate);
 				MemoryContextSwitchTo(oldcxt);
 			}
-			if (!ExecQual(xs->predicates[i], econtext))
+			if (!ExecQual(w->predicates[i], econtext))
 				continue;
 		}
-		FormIndexDatum(info, slot, xs->estate, values, isnull);
-		if (xs->key_changes[i] && index->rd_index->indisunique)
+		FormIndexDatum(info, slot, w->estate, values, isnull);
+		if (w->key_changes[i] && index->rd_index->indisunique)
 			check = index->rd_index->indimmediate ? UNIQUE_CHECK_YES :
 				UNIQUE_CHECK_PARTIAL;
 		satisfied = index_insert(index, values, isnull, tid, rel, check,
-								 !xs->key_changes[i], info);
+								 !w->key_changes[i], info);
 		if (check == UNIQUE_CHECK_PARTIAL && !satisfied)
 			ereport(ERROR,
 					(errcode(ERRCODE_FEATURE_NOT_SUPPORTED),
 					 errmsg("stream table \"%s\" has a deferrable unique constraint",
 							RelationGetRelationName(rel)),
 					 errdetail("Deferrable unique constraints cannot be checked for the rows stream_seq numbers at commit.")));
-		if (xs->key_changes[i] && info->ii_ExclusionOps != NULL)
+		if (w->key_changes[i] && info->ii_ExclusionOps != NULL)
 			check_exclusion_constraint(rel, index, info, tid, values, isnull,
-									   xs->estate, false);
+									   w->estate, false);
 	}
 }
 
@@ -432,7 +482,7 @@ still_as_inserted(HeapTuple tuple)
  *		subtransaction rolled back.
  */
 static TupleTableSlot *
-live_version(XactStream *xs, Relation rel, TupleTableSlot *inserted,
+live_version(XactWriter *w, Relation rel, TupleTableSlot *inserted,
 			 ItemPointer tid)
 {
 	TableScanDesc scan;
@@ -443,9 +493,9 @@ live_version(XactStream *xs, Relation rel, TupleTableSlot *inserted,
 	scan = table_beginscan_tid(rel, SnapshotSelf);
 	table_tuple_get_latest_tid(scan, tid);
 	table_endscan(scan);
-	if (!table_tuple_fetch_row_version(rel, tid, SnapshotSelf, xs->fetchslot))
+	if (!table_tuple_fetch_row_version(rel, tid, SnapshotSelf, w->fetchslot))
 		return NULL;
-	return xs->fetchslot;
+	return w->fetchslot;
 }
 
 /*
@@ -454,10 +504,10 @@ live_version(XactStream *xs, Relation rel, TupleTableSlot *inserted,
  *		version.
  */
 static void
-number_version(XactStream *xs, Relation rel, TupleTableSlot *row,
+number_version(XactWriter *w, Relation rel, TupleTableSlot *row,
 			   ItemPointer tid, int64 number)
 {
-	AttrNumber	att = xs->ref->seq_attnum;
+	AttrNumber	att = w->seq_attnum;
 	HeapTuple	htup;
 	TM_FailureData tmfd;
 	LockTupleMode lockmode;
@@ -469,7 +519,7 @@ number_version(XactStream *xs, Relation rel, TupleTableSlot *row,
 		ereport(ERROR,
 				(errcode(ERRCODE_GENERATED_ALWAYS),
 				 errmsg("column \"%s\" of stream table \"%s\" was set by hand",
-						column_name(xs->ref), RelationGetRelationName(rel)),
+						get_attname(RelationGetRelid(rel), w->seq_attnum, false), RelationGetRelationName(rel)),
 				 errdetail("Stream numbers are assigned by stream_seq when the inserting transaction commits.")));
 
 	/* the row must be visible to our update: it may be from this command */
@@ -477,16 +527,16 @@ number_version(XactStream *xs, Relation rel, TupleTableSlot *row,
 	if (HeapTupleHeaderGetCmin(htup->t_data) >= GetCurrentCommandId(false))
 		CommandCounterIncrement();
 
-	ExecClearTuple(xs->newslot);
-	memcpy(xs->newslot->tts_values, row->tts_values,
+	ExecClearTuple(w->newslot);
+	memcpy(w->newslot->tts_values, row->tts_values,
 		   sizeof(Datum) * row->tts_nvalid);
-	memcpy(xs->newslot->tts_isnull, row->tts_isnull,
+	memcpy(w->newslot->tts_isnull, row->tts_isnull,
 		   sizeof(bool) * row->tts_nvalid);
-	xs->newslot->tts_values[att - 1] = Int64GetDatum(number);
-	xs->newslot->tts_isnull[att - 1] = false;
-	ExecStoreVirtualTuple(xs->newslot);
+	w->newslot->tts_values[att - 1] = Int64GetDatum(number);
+	w->newslot->tts_isnull[att - 1] = false;
+	ExecStoreVirtualTuple(w->newslot);
 
-	result = table_tuple_update(rel, tid, xs->newslot,
+	result = table_tuple_update(rel, tid, w->newslot,
 								GetCurrentCommandId(true), GetActiveSnapshot(),
 								InvalidSnapshot, true, &tmfd, &lockmode,
 								&update_indexes);
@@ -494,9 +544,9 @@ number_version(XactStream *xs, Relation rel, TupleTableSlot *row,
 		elog(ERROR, "could not write the number of a row of stream table \"%s\": %d",
 			 RelationGetRelationName(rel), (int) result);
 	if (update_indexes)
-		insert_index_entries(xs, rel, xs->newslot);
-	ResetPerTupleExprContext(xs->estate);
-	ExecClearTuple(xs->newslot);
+		insert_index_entries(w, rel, w->newslot);
+	ResetPerTupleExprContext(w->estate);
+	ExecClearTuple(w->newslot);
 }
 
 /*
@@ -513,8 +563,10 @@ stream_seq_assign_trigger(PG_FUNCTION_ARGS)
 {
 	TriggerData *trigdata = (TriggerData *) fcinfo->context;
 	Relation	rel;
+	StreamTarget *target;
 	StreamRef  *ref;
 	XactStream *xs;
+	XactWriter *w;
 	TupleTableSlot *row;
 	ItemPointerData tid;
 
@@ -527,18 +579,20 @@ stream_seq_assign_trigger(PG_FUNCTION_ARGS)
 				 errmsg("stream_seq.assign_trigger() must be fired AFTER INSERT ... FOR EACH ROW")));
 
 	rel = trigdata->tg_relation;
-	ref = stream_lookup(RelationGetRelid(rel), false);
+	target = stream_lookup_target(rel);
+	ref = stream_lookup(target->stream, false);
 	xs = xact_stream_get(ref);
-	if (xs->estate == NULL)
-		open_writer(xs, rel);
+	w = xact_writer_get(target);
+	if (w->estate == NULL)
+		open_writer(w, rel);
 
 	tid = trigdata->tg_trigtuple->t_self;
 	row = trigdata->tg_trigslot;
 	if (!still_as_inserted(trigdata->tg_trigtuple))
-		row = live_version(xs, rel, row, &tid);
+		row = live_version(w, rel, row, &tid);
 	if (row != NULL)
-		number_version(xs, rel, row, &tid, take_number(xs));
-	ExecClearTuple(xs->fetchslot);	/* drop its buffer pin now */
+		number_version(w, rel, row, &tid, take_number(xs));
+	ExecClearTuple(w->fetchslot);	/* drop its buffer pin now */
 	return PointerGetDatum(NULL);
 }
 
@@ -565,6 +619,8 @@ finish_xact(bool committed)
 		}
 	}
 	xact_streams = NULL;
+	xact_writers = NULL;
+	stream_partition_xact_end();
 	released_streams = NIL;
 	slots_to_free = NIL;
 	past_pre_commit = false;
@@ -632,21 +688,30 @@ stream_xact_callback(XactEvent event, void *arg)
 		case XACT_EVENT_PRE_COMMIT:
 			past_pre_commit = true;
 			decide_slots_to_free();
+			if (xact_writers != NULL)
+			{
+				XactWriter *w;
+
+				hash_seq_init(&status, xact_writers);
+				while ((w = hash_seq_search(&status)) != NULL)
+				{
+					/* rows queued after the deferred triggers fired */
+					if (AfterTriggerPendingOnRel(w->relid))
+					{
+						hash_seq_term(&status);
+						report_late_row(get_rel_name(w->relid));
+					}
+					close_writer(w);
+				}
+			}
 			if (xact_streams == NULL)
 				break;
 			hash_seq_init(&status, xact_streams);
 			while ((xs = hash_seq_search(&status)) != NULL)
 			{
-				/* rows queued after the deferred triggers fired */
-				if (AfterTriggerPendingOnRel(xs->relid))
-				{
-					hash_seq_term(&status);
-					report_late_row(get_rel_name(xs->relid));
-				}
 				if (xs->has_entry && xs->cur_next < xs->cur_end &&
 					!stream_xact_computed_horizon())
 					stream_shrink(xs->ref, xs->cur_next, xs->cur_end);
-				close_writer(xs);
 				if (xs->has_entry && stream_seq_notify)
 					notify_stream(xs->relid);
 			}

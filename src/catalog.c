@@ -192,7 +192,8 @@ stream_table_has_triggers(Oid relid)
 	if (!HeapTupleIsValid(tuple))
 		return false;
 	has_triggers = ((Form_pg_class) GETSTRUCT(tuple))->relhastriggers &&
-		((Form_pg_class) GETSTRUCT(tuple))->relkind == RELKIND_RELATION;
+		(((Form_pg_class) GETSTRUCT(tuple))->relkind == RELKIND_RELATION ||
+		 ((Form_pg_class) GETSTRUCT(tuple))->relkind == RELKIND_PARTITIONED_TABLE);
 	ReleaseSysCache(tuple);
 	if (!has_triggers)
 		return false;

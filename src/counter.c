@@ -95,10 +95,8 @@ stream_table_max(StreamRef *ref, Snapshot snapshot)
 				(errcode(ERRCODE_OBJECT_NOT_IN_PREREQUISITE_STATE),
 				 errmsg("stream table with OID %u was disabled or dropped while in use",
 						ref->relid)));
-	query = psprintf("SELECT pg_catalog.max(%s) FROM ONLY %s",
-					 quote_identifier(column),
-					 quote_qualified_identifier(get_namespace_name(get_rel_namespace(ref->relid)),
-												relname));
+	query = psprintf("SELECT pg_catalog.max(%s) FROM %s",
+					 quote_identifier(column), stream_source(ref->relid));
 	stream_catalog_exec_in(query, snapshot, &max_number, 1, &found);
 	pfree(query);
 	return found ? max_number : PG_INT64_MIN;

@@ -37,6 +37,7 @@
 #include "fmgr.h"
 #include "funcapi.h"
 #include "miscadmin.h"
+#include "tcop/deparse_utility.h"
 #include "utils/array.h"
 #include "utils/builtins.h"
 #include "utils/fmgroids.h"
@@ -250,6 +251,13 @@ stream_seq_on_sql_drop(PG_FUNCTION_ARGS)
 	}
 	ExecDropSingleTupleTableSlot(slot);
 
+	/* partitions of streams take their numbers out of the stream */
+	if (OidIsValid(stream_catalog_relid(true)))
+	{
+		foreach(lc, tables)
+			stream_partition_dropped(((DroppedTable *) lfirst(lc))->relid);
+	}
+
 	/* nothing of a stream was dropped, or the extension itself is going */
 	if ((triggers == NIL && sequences == NIL) ||
 		!OidIsValid(stream_catalog_relid(true)))
@@ -407,6 +415,8 @@ check_stream_table(Oid relid)
  *		Refuse a table that inherits from a stream table (CREATE TABLE ...
  *		INHERITS, ALTER TABLE ... INHERIT): its rows would have no number,
  *		or one written by hand, and reading the parent would return them.
+ *		A partition of a partitioned stream is checked instead (it gets the
+ *		stream's triggers from PostgreSQL).
  */
 static void
 check_inheritance(Oid relid)
@@ -418,6 +428,14 @@ check_inheritance(Oid relid)
 
 	if (!has_superclass(relid))
 		return;
+	if (get_rel_relispartition(relid))
+	{
+		Oid			stream = stream_root_of(relid);
+
+		if (OidIsValid(stream))
+			stream_check_partition(stream, relid);
+		return;
+	}
 	inherits = table_open(InheritsRelationId, AccessShareLock);
 	ScanKeyInit(&key, Anum_pg_inherits_inhrelid, BTEqualStrategyNumber,
 				F_OIDEQ, ObjectIdGetDatum(relid));
@@ -489,6 +507,46 @@ check_trigger(Oid trigid, CommandTag tag)
 }
 
 /*
+ * check_partition_commands
+ *		After ALTER TABLE on partitioned stream "stream": a table attached
+ *		must be empty and fit the stream; a table detached takes its
+ *		numbers out of the stream (first() moves past them).  The
+ *		subcommands come from the collected command, which names the
+ *		partition.
+ */
+static void
+check_partition_commands(Oid stream, CollectedCommand *cmd)
+{
+	ListCell   *lc;
+
+	if (cmd == NULL || cmd->type != SCT_AlterTable)
+		return;
+	foreach(lc, cmd->d.alterTable.subcmds)
+	{
+		CollectedATSubcmd *sub = lfirst(lc);
+		AlterTableCmd *at = (AlterTableCmd *) sub->parsetree;
+		PartitionCmd *part;
+		Oid			relid;
+
+		if (!IsA(at, AlterTableCmd) ||
+			(at->subtype != AT_AttachPartition &&
+			 at->subtype != AT_DetachPartition))
+			continue;
+		part = (PartitionCmd *) at->def;
+		relid = RangeVarGetRelid(part->name, NoLock, true);
+		if (!OidIsValid(relid))
+			continue;
+		if (at->subtype == AT_AttachPartition)
+		{
+			stream_check_attached(stream, relid);
+			stream_check_partition(stream, relid);
+		}
+		else
+			stream_partition_detached(stream, relid);
+	}
+}
+
+/*
  * stream_seq_on_ddl_end
  *		ddl_command_end event trigger for ALTER TABLE, ALTER SEQUENCE,
  *		CREATE TABLE, CREATE TRIGGER and ALTER TRIGGER.  For each object the
@@ -548,6 +606,16 @@ stream_seq_on_ddl_end(PG_FUNCTION_ARGS)
 				check_inheritance(objid);
 				if (stream_table_has_triggers(objid) && stream_catalog_has(objid))
 					check_stream_table(objid);
+				break;
+			case RELKIND_PARTITIONED_TABLE:
+				if (get_rel_relispartition(objid))
+					check_inheritance(objid);
+				if (stream_table_has_triggers(objid) && stream_catalog_has(objid))
+				{
+					check_stream_table(objid);
+					check_partition_commands(objid, (CollectedCommand *)
+											 DatumGetPointer(slot_getattr(slot, 9, &isnull)));
+				}
 				break;
 			default:
 				break;

@@ -837,11 +837,10 @@ stream_seq_slot_backlog(PG_FUNCTION_ARGS)
 	values[0] = Int32GetDatum(slot);
 	values[1] = Int64GetDatum(after);
 	values[2] = ObjectIdGetDatum(relid);
-	PG_RETURN_INT64((int64) stream_caller_exec(psprintf("SELECT FROM ONLY %s t WHERE %s = $1 "
+	PG_RETURN_INT64((int64) stream_caller_exec(psprintf("SELECT FROM %s t WHERE %s = $1 "
 														"AND t.%s > $2 AND t.%s < stream_seq.horizon($3) "
 														"LIMIT %d",
-														quote_qualified_identifier(get_namespace_name(get_rel_namespace(relid)),
-																				   get_rel_name(relid)),
+														stream_source(relid),
 														slot_expr, column, column,
 														BACKLOG_CAP),
 											   3, argtypes, values));

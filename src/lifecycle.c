@@ -101,13 +101,14 @@ check_enable_target(Oid relid)
 				(errcode(ERRCODE_WRONG_OBJECT_TYPE),
 				 errmsg("table \"%s\" is a system table", NameStr(form->relname)),
 				 errdetail("Only ordinary user tables can be stream tables.")));
-	if (form->relkind == RELKIND_PARTITIONED_TABLE)
+	if (form->relispartition)
 		ereport(ERROR,
 				(errcode(ERRCODE_FEATURE_NOT_SUPPORTED),
-				 errmsg("partitioned table \"%s\" cannot be a stream table",
+				 errmsg("partition \"%s\" cannot be a stream table on its own",
 						NameStr(form->relname)),
-				 errhint("Enable a stream on an ordinary table.")));
-	if (form->relkind != RELKIND_RELATION)
+				 errhint("Enable the stream on the partitioned table at the top of its partition tree.")));
+	if (form->relkind != RELKIND_RELATION &&
+		form->relkind != RELKIND_PARTITIONED_TABLE)
 		ereport(ERROR,
 				(errcode(ERRCODE_WRONG_OBJECT_TYPE),
 				 errmsg("\"%s\" is not an ordinary table", NameStr(form->relname)),
@@ -136,6 +137,81 @@ check_enable_target(Oid relid)
 
 }
 
+static void drop_own_triggers(Oid relid);
+
+/*
+ * check_enable_partitions
+ *		What enable() refuses in the partitions of a partitioned table
+ *		(locked by the caller): foreign or unlogged partitions, and a
+ *		stream column with NOT NULL or a default of its own.
+ */
+static void
+check_enable_partitions(Oid relid)
+{
+	List	   *parts = find_all_inheritors(relid, NoLock, NULL);
+	ListCell   *lc;
+
+	foreach(lc, parts)
+	{
+		Oid			part = lfirst_oid(lc);
+		Relation	rel;
+
+		if (part == relid)
+			continue;
+		rel = relation_open(part, NoLock);
+		if (rel->rd_rel->relkind != RELKIND_RELATION &&
+			rel->rd_rel->relkind != RELKIND_PARTITIONED_TABLE)
+			ereport(ERROR,
+					(errcode(ERRCODE_WRONG_OBJECT_TYPE),
+					 errmsg("partition \"%s\" of table \"%s\" is not an ordinary table",
+							RelationGetRelationName(rel), get_rel_name(relid)),
+					 errdetail("Foreign tables cannot hold the rows of a stream table.")));
+		if (rel->rd_rel->relpersistence != RELPERSISTENCE_PERMANENT)
+			ereport(ERROR,
+					(errcode(ERRCODE_FEATURE_NOT_SUPPORTED),
+					 errmsg("unlogged partition \"%s\" cannot hold the rows of a stream table",
+							RelationGetRelationName(rel)),
+					 errdetail("A crash empties an unlogged table, and numbers must survive crashes.")));
+		stream_check_no_deferrable_index(rel);
+		relation_close(rel, NoLock);
+	}
+}
+
+/*
+ * check_partition_columns
+ *		After the column exists: no partition may give it NOT NULL or a
+ *		default of its own.
+ */
+static void
+check_partition_columns(Oid relid, const char *column)
+{
+	List	   *parts = find_all_inheritors(relid, NoLock, NULL);
+	ListCell   *lc;
+
+	foreach(lc, parts)
+	{
+		Oid			part = lfirst_oid(lc);
+		AttrNumber	attnum = get_attnum(part, column);
+		HeapTuple	tuple;
+		Form_pg_attribute att;
+
+		if (part == relid || attnum == InvalidAttrNumber)
+			continue;
+		tuple = SearchSysCache2(ATTNUM, ObjectIdGetDatum(part),
+								Int16GetDatum(attnum));
+		if (!HeapTupleIsValid(tuple))
+			continue;
+		att = (Form_pg_attribute) GETSTRUCT(tuple);
+		if (att->atthasdef || att->attnotnull)
+			ereport(ERROR,
+					(errcode(ERRCODE_INVALID_TABLE_DEFINITION),
+					 errmsg("column \"%s\" of partition \"%s\" has NOT NULL or a default",
+							column, get_rel_name(part)),
+					 errdetail("Stream numbers are assigned at commit; rows hold NULL until then.")));
+		ReleaseSysCache(tuple);
+	}
+}
+
 /*
  * check_enable_locked
  *		What enable() refuses once it holds its lock on the table: an
@@ -157,7 +233,9 @@ check_enable_locked(Oid relid)
 				(errcode(ERRCODE_DUPLICATE_OBJECT),
 				 errmsg("table \"%s\" is already a stream table",
 						get_rel_name(relid))));
-	if (find_inheritance_children(relid, NoLock) != NIL)
+	if (get_rel_relkind(relid) == RELKIND_PARTITIONED_TABLE)
+		check_enable_partitions(relid);
+	else if (find_inheritance_children(relid, NoLock) != NIL)
 		ereport(ERROR,
 				(errcode(ERRCODE_FEATURE_NOT_SUPPORTED),
 				 errmsg("table \"%s\" has inheritance children", get_rel_name(relid)),
@@ -204,13 +282,17 @@ stream_check_no_deferrable_index(Relation rel)
  * stream_unique_index
  *		The unique index on the stream column that readers and the counter
  *		use: one key column, no expression, and no predicate or just
- *		"column IS NOT NULL".  InvalidOid if there is none.
+ *		"column IS NOT NULL".  InvalidOid if there is none.  On a
+ *		partitioned table the index cannot be unique (it would have to
+ *		contain the partition key); any such partitioned index will do, as
+ *		stream_seq itself keeps the numbers unique (see partition.c).
  */
 Oid
 stream_unique_index(Oid relid, AttrNumber attnum)
 {
 	Relation	rel = relation_open(relid, AccessShareLock);
 	List	   *indexes = RelationGetIndexList(rel);
+	bool		partitioned = rel->rd_rel->relkind == RELKIND_PARTITIONED_TABLE;
 	Oid			result = InvalidOid;
 	ListCell   *lc;
 
@@ -220,7 +302,8 @@ stream_unique_index(Oid relid, AttrNumber attnum)
 		Form_pg_index form = index->rd_index;
 		List	   *pred;
 
-		if (form->indisunique && form->indisvalid &&
+		if ((form->indisunique || partitioned) &&
+			(form->indisvalid || partitioned) &&
 			form->indnkeyatts == 1 && form->indkey.values[0] == attnum &&
 			RelationGetIndexExpressions(index) == NIL)
 		{
@@ -330,13 +413,38 @@ table_numbers(Oid relid, const char *column, int64 *lowest, int64 *highest,
 	bool		found;
 
 	query = psprintf("SELECT pg_catalog.min(%s), pg_catalog.max(%s), "
-					 "pg_catalog.count(*) FILTER (WHERE %s IS NULL) FROM ONLY %s",
+					 "pg_catalog.count(*) FILTER (WHERE %s IS NULL) FROM %s",
 					 quote_identifier(column), quote_identifier(column),
-					 quote_identifier(column), qualified_name(relid));
+					 quote_identifier(column), stream_source(relid));
 	stream_catalog_exec_latest(query, 0, NULL, NULL, row, 3, &found);
 	*lowest = row[0];
 	*highest = row[1];
 	*unnumbered = row[2];
+}
+
+/*
+ * check_no_duplicates
+ *		A partitioned table's existing numbers must be unique across its
+ *		partitions, which no index checks; refuse it otherwise.
+ */
+static void
+check_no_duplicates(Oid relid, const char *column)
+{
+	char	   *query;
+	int64		duplicate;
+	bool		found;
+
+	query = psprintf("SELECT %s FROM %s WHERE %s IS NOT NULL GROUP BY 1 HAVING pg_catalog.count(*) > 1 LIMIT 1",
+					 quote_identifier(column), qualified_name(relid),
+					 quote_identifier(column));
+	stream_catalog_exec_latest(query, 0, NULL, NULL, &duplicate, 1, &found);
+	if (found)
+		ereport(ERROR,
+				(errcode(ERRCODE_UNIQUE_VIOLATION),
+				 errmsg("number " INT64_FORMAT " appears more than once in column \"%s\" of table \"%s\"",
+						duplicate, column, get_rel_name(relid)),
+				 errdetail("The numbers of a stream must be unique across its partitions."),
+				 errhint("Set the duplicates to NULL: stream_seq.enable() numbers rows without a number.")));
 }
 
 /*
@@ -422,6 +530,7 @@ stream_seq_enable(PG_FUNCTION_ARGS)
 	Oid			head_seq;
 	char	   *table;
 	StreamRef  *ref;
+	bool		partitioned;
 
 	if (PG_ARGISNULL(0) || PG_ARGISNULL(1))
 		ereport(ERROR,
@@ -435,17 +544,25 @@ stream_seq_enable(PG_FUNCTION_ARGS)
 
 	/* keep writers out while existing rows are numbered */
 	LockRelationOid(relid, ShareRowExclusiveLock);
+	partitioned = get_rel_relkind(relid) == RELKIND_PARTITIONED_TABLE;
+	if (partitioned)
+		list_free(find_all_inheritors(relid, ShareRowExclusiveLock, NULL));
 	check_enable_locked(relid);
 	table = qualified_name(relid);
 
 	attnum = prepare_column(relid, column);
+	if (partitioned)
+		check_partition_columns(relid, column);
 	if (!OidIsValid(stream_unique_index(relid, attnum)))
 	{
-		stream_caller_exec(psprintf("CREATE UNIQUE INDEX ON %s (%s) WHERE %s IS NOT NULL",
+		stream_caller_exec(psprintf("CREATE %sINDEX ON %s (%s) WHERE %s IS NOT NULL",
+							   partitioned ? "" : "UNIQUE ",
 							   table, quote_identifier(column),
 							   quote_identifier(column)), 0, NULL, NULL);
 		CommandCounterIncrement();
 	}
+	if (partitioned)
+		check_no_duplicates(relid, column);
 
 	/* never below what this table or its old sequence ever handed out */
 	floor = Max(Max(retired_next(relid), owned_sequence_next(relid, attnum)), 1);
@@ -453,11 +570,12 @@ stream_seq_enable(PG_FUNCTION_ARGS)
 	base = Max(Max(highest, 0), floor - 1);
 	if (unnumbered > 0)
 	{
-		stream_caller_exec(psprintf("UPDATE ONLY %s t SET %s = s.n "
-							   "FROM (SELECT ctid, " INT64_FORMAT " + row_number() OVER (ORDER BY ctid) AS n "
-							   "FROM ONLY %s WHERE %s IS NULL) s WHERE t.ctid = s.ctid",
-							   table, quote_identifier(column), base,
-							   table, quote_identifier(column)), 0, NULL, NULL);
+		stream_caller_exec(psprintf("UPDATE %s t SET %s = s.n "
+							   "FROM (SELECT tableoid, ctid, " INT64_FORMAT " + row_number() OVER (ORDER BY tableoid, ctid) AS n "
+							   "FROM %s WHERE %s IS NULL) s "
+							   "WHERE t.tableoid = s.tableoid AND t.ctid = s.ctid",
+							   stream_source(relid), quote_identifier(column), base,
+							   stream_source(relid), quote_identifier(column)), 0, NULL, NULL);
 		CommandCounterIncrement();
 		table_numbers(relid, column, &lowest, &highest, &unnumbered);
 		if (unnumbered > 0)
@@ -484,6 +602,17 @@ stream_seq_enable(PG_FUNCTION_ARGS)
 	stream_caller_exec(psprintf("CREATE TRIGGER stream_seq_truncate BEFORE TRUNCATE ON %s "
 						   "FOR EACH STATEMENT EXECUTE FUNCTION stream_seq.truncate_trigger()",
 						   table), 0, NULL, NULL);
+	if (partitioned)
+	{
+		List	   *parts = find_all_inheritors(relid, NoLock, NULL);
+		ListCell   *lc;
+
+		foreach(lc, parts)
+		{
+			if (lfirst_oid(lc) != relid)
+				stream_add_truncate_trigger(lfirst_oid(lc));
+		}
+	}
 	CommandCounterIncrement();
 	stream_protect_index(relid, attnum);
 
@@ -519,6 +648,30 @@ stream_seq_enable(PG_FUNCTION_ARGS)
  */
 static void
 drop_stream_triggers(Oid relid)
+{
+	drop_own_triggers(relid);
+
+	/* then what each partition has of its own: the TRUNCATE trigger */
+	if (get_rel_relkind(relid) == RELKIND_PARTITIONED_TABLE)
+	{
+		List	   *parts = find_all_inheritors(relid, AccessShareLock, NULL);
+		ListCell   *lc;
+
+		CommandCounterIncrement();
+		foreach(lc, parts)
+		{
+			if (lfirst_oid(lc) != relid)
+				drop_own_triggers(lfirst_oid(lc));
+		}
+	}
+}
+
+/*
+ * drop_own_triggers
+ *		Drop the triggers of table "relid" that run stream_seq's functions.
+ */
+static void
+drop_own_triggers(Oid relid)
 {
 	Relation	rel = relation_open(relid, AccessShareLock);
 	List	   *names = NIL;

@@ -92,9 +92,8 @@ stream_seq_trim(PG_FUNCTION_ARGS)
 	stream_check_trim(ref, before, force);
 	stream_catalog_record_start(relid, before);
 	values[0] = Int64GetDatum(before);
-	deleted = stream_caller_exec(psprintf("DELETE FROM ONLY %s WHERE %s < $1",
-										  quote_qualified_identifier(get_namespace_name(get_rel_namespace(relid)),
-																	 get_rel_name(relid)),
+	deleted = stream_caller_exec(psprintf("DELETE FROM %s WHERE %s < $1",
+										  stream_source(relid),
 										  quote_identifier(get_attname(relid, ref->seq_attnum, false))),
 								 1, argtypes, values);
 	PG_RETURN_INT64((int64) deleted);
@@ -120,6 +119,16 @@ stream_seq_truncate_trigger(PG_FUNCTION_ARGS)
 				(errcode(ERRCODE_E_R_I_E_TRIGGER_PROTOCOL_VIOLATED),
 				 errmsg("stream_seq.truncate_trigger() must be fired BEFORE TRUNCATE")));
 
+	if (trigdata->tg_relation->rd_rel->relispartition)
+	{
+		Oid			stream = stream_root_of(RelationGetRelid(trigdata->tg_relation));
+
+		/* a partition truncated on its own, or with its stream */
+		if (OidIsValid(stream))
+			stream_partition_truncated(stream,
+									   RelationGetRelid(trigdata->tg_relation));
+		return PointerGetDatum(NULL);
+	}
 	ref = stream_lookup(RelationGetRelid(trigdata->tg_relation), false);
 	if (!stream_counter_read(ref, &next, &block_end))
 		next = stream_start_counter(ref);

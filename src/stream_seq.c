@@ -100,6 +100,7 @@ _PG_init(void)
 							 NULL, NULL, NULL);
 	stream_assign_init();
 	stream_horizon_init();
+	stream_partition_init();
 
 	/*
 	 * Settings that size shared memory exist only when preloaded: a

@@ -51,6 +51,19 @@ typedef struct StreamRef
 	uint32		generation;
 } StreamRef;
 
+/*
+ * The table a stream trigger fired on: the stream table itself, or a
+ * partition of a partitioned stream (partition.c).  Cached per backend.
+ */
+typedef struct StreamTarget
+{
+	Oid			relid;			/* hash key */
+	bool		valid;
+	Oid			stream;			/* the stream table its rows belong to */
+	AttrNumber	seq_attnum;		/* the stream column, in this table */
+	bool		sealed;			/* a sealed partition: takes no rows */
+} StreamTarget;
+
 /* What stream_reserve needs before it can hand out numbers. */
 typedef enum StreamReserveResult
 {
@@ -269,6 +282,19 @@ extern void stream_xact_has_entry(StreamRef *ref);
 
 /* retention.c */
 extern void stream_check_trim(StreamRef *ref, int64 before, bool force);
+
+/* partition.c */
+extern StreamTarget *stream_lookup_target(Relation rel);
+extern Oid	stream_root_of(Oid relid);
+extern char *stream_source(Oid relid);
+extern void stream_partition_detached(Oid stream, Oid relid);
+extern void stream_check_attached(Oid stream, Oid relid);
+extern void stream_check_partition(Oid stream, Oid relid);
+extern void stream_add_truncate_trigger(Oid relid);
+extern void stream_partition_truncated(Oid stream, Oid relid);
+extern void stream_partition_dropped(Oid relid);
+extern void stream_partition_xact_end(void);
+extern void stream_partition_init(void);
 
 /* consumer.c */
 extern bool stream_slowest_consumer(Oid relid, char **consumer,

@@ -1,4 +1,4 @@
-/* stream_seq--0.3.0.sql: gap-safe stream tables */
+/* stream_seq--0.4.0.sql: gap-safe stream tables */
 
 -- complain if script is sourced in psql, rather than via CREATE EXTENSION
 \echo Use "CREATE EXTENSION stream_seq" to load this file. \quit
@@ -183,9 +183,9 @@ BEGIN
                               stream::text, consumer, first_kept - 1);
     END IF;
     RETURN QUERY EXECUTE format(
-        'SELECT t.%1$I, pg_catalog.to_jsonb(t) FROM ONLY %2$s t '
+        'SELECT t.%1$I, pg_catalog.to_jsonb(t) FROM %2$s t '
         ' WHERE t.%1$I > $1 AND t.%1$I < stream_seq.horizon($3) '
-        ' ORDER BY t.%1$I LIMIT $2', col, stream)
+        ' ORDER BY t.%1$I LIMIT $2', col, stream_seq._page_source(stream, after))
       USING after, max_rows, stream;
 END;
 $$;
@@ -354,9 +354,10 @@ BEGIN
                 HINT = 'The owner of the group can move the slot with stream_seq.reset().';
     END IF;
     RETURN QUERY EXECUTE format(
-        'SELECT t.%1$I, pg_catalog.to_jsonb(t) FROM ONLY %2$s t '
+        'SELECT t.%1$I, pg_catalog.to_jsonb(t) FROM %2$s t '
         ' WHERE %3$s = $1 AND t.%1$I > $2 AND t.%1$I < stream_seq.horizon($3) '
-        ' ORDER BY t.%1$I LIMIT $4', st.seq_column, stream, st.slot_expr)
+        ' ORDER BY t.%1$I LIMIT $4', st.seq_column,
+        stream_seq._page_source(stream, st.position), st.slot_expr)
       USING slot, st.position, stream, max_rows;
 END;
 $$;
@@ -475,6 +476,92 @@ SELECT c.stream,
 COMMENT ON VIEW stream_seq.consumers IS
   'consumers of the streams the caller may read, with their lag in numbers (a group: its slowest slot)';
 GRANT SELECT ON stream_seq.consumers TO PUBLIC;
+
+-- Partitioned streams (see src/partition.c): sealed partitions and their
+-- range of numbers.  A sealed partition takes no more rows, so pages whose
+-- cursor is at or above its highest number leave it out.
+CREATE TABLE stream_seq.partition_range (
+    partition regclass PRIMARY KEY,
+    stream regclass NOT NULL REFERENCES stream_seq.stream ON DELETE CASCADE,
+    lowest bigint,
+    highest bigint,
+    sealed_at timestamptz NOT NULL DEFAULT pg_catalog.now(),
+    CHECK ((lowest IS NULL) = (highest IS NULL) AND lowest <= highest)
+);
+COMMENT ON TABLE stream_seq.partition_range IS
+  'sealed partitions of partitioned stream tables and the numbers they hold (NULL: none)';
+REVOKE ALL ON stream_seq.partition_range FROM PUBLIC;
+GRANT SELECT ON stream_seq.partition_range TO PUBLIC;
+SELECT pg_catalog.pg_extension_config_dump('stream_seq.partition_range', '');
+
+CREATE FUNCTION stream_seq.seal_partitions(stream regclass) RETURNS integer
+  AS 'MODULE_PATHNAME', 'stream_seq_seal_partitions'
+  LANGUAGE C VOLATILE;
+COMMENT ON FUNCTION stream_seq.seal_partitions(regclass) IS
+  'seal the partitions older than the newest one holding rows: they take no more rows, and pages skip them';
+
+CREATE FUNCTION stream_seq.drop_partitions(stream regclass,
+                                           force boolean DEFAULT false,
+                                           keep_tables boolean DEFAULT false)
+  RETURNS integer
+  AS 'MODULE_PATHNAME', 'stream_seq_drop_partitions'
+  LANGUAGE C VOLATILE;
+COMMENT ON FUNCTION stream_seq.drop_partitions(regclass, boolean, boolean) IS
+  'retention by partition: drop (or detach) the oldest partitions whose numbers are all below the horizon and the slowest consumer';
+
+CREATE FUNCTION stream_seq._page_source(stream regclass, after bigint)
+  RETURNS text
+  AS 'MODULE_PATHNAME', 'stream_seq_page_source'
+  LANGUAGE C STABLE;
+COMMENT ON FUNCTION stream_seq._page_source(regclass, bigint) IS
+  'internal: what a page after a position is read from (a partitioned stream''s partitions that may hold later numbers)';
+
+/*
+ * page(stream, after, max_rows): the rows after "after" and below the
+ * horizon, in order, each as (seq, row jsonb): the reading query without a
+ * consumer.  On a partitioned stream it reads only the partitions that may
+ * hold numbers after "after".  Runs as the caller.
+ */
+CREATE FUNCTION stream_seq.page(stream regclass, after bigint,
+                                max_rows integer DEFAULT 100)
+  RETURNS TABLE (seq bigint, "row" jsonb)
+  LANGUAGE plpgsql STABLE
+  SET search_path = pg_catalog, pg_temp
+AS $$
+DECLARE
+    col name;
+    first_kept bigint;
+BEGIN
+    IF stream IS NULL OR after IS NULL THEN
+        RAISE EXCEPTION 'stream table and position must not be null'
+          USING ERRCODE = 'null_value_not_allowed';
+    END IF;
+    IF max_rows IS NULL OR max_rows < 1 THEN
+        RAISE EXCEPTION 'max_rows must be at least 1'
+          USING ERRCODE = 'invalid_parameter_value';
+    END IF;
+    SELECT s.seq_column, s.trimmed_before INTO col, first_kept
+      FROM stream_seq.stream s WHERE s.relid = stream;
+    IF NOT FOUND THEN
+        RAISE EXCEPTION 'table "%" is not a stream table', stream
+          USING ERRCODE = 'wrong_object_type',
+                HINT = 'Use stream_seq.enable() to make it one.';
+    END IF;
+    IF after < first_kept - 1 THEN
+        RAISE EXCEPTION 'rows after position % were trimmed from stream table "%"',
+              after, stream
+          USING ERRCODE = 'object_not_in_prerequisite_state',
+                DETAIL = format('The stream now starts at %s.', first_kept);
+    END IF;
+    RETURN QUERY EXECUTE format(
+        'SELECT t.%1$I, pg_catalog.to_jsonb(t) FROM %2$s t '
+        ' WHERE t.%1$I > $1 AND t.%1$I < stream_seq.horizon($3) '
+        ' ORDER BY t.%1$I LIMIT $2', col, stream_seq._page_source(stream, after))
+      USING after, max_rows, stream;
+END;
+$$;
+COMMENT ON FUNCTION stream_seq.page(regclass, bigint, integer) IS
+  'the page after a position, below the horizon; skips sealed partitions';
 
 -- DDL: event triggers that keep streams consistent (see src/ddl.c).
 CREATE FUNCTION stream_seq._on_sql_drop() RETURNS event_trigger

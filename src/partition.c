@@ -1,0 +1,1035 @@
+/*-------------------------------------------------------------------------
+ *
+ * partition.c
+ *	  Partitioned streams: which stream a partition's rows belong to,
+ *	  sealed partitions and the pages that skip them, retention by dropping
+ *	  partitions, and what a partition leaving the stream records.
+ *
+ * A partitioned stream is numbered as one stream: the triggers enable()
+ * creates on the partitioned table are cloned by PostgreSQL onto every
+ * partition, present and future, and they number each row from the
+ * stream's one counter.  No index can make the number unique across
+ * partitions (a unique index must contain the partition key); numbers are
+ * unique because stream_seq hands each out once, refuses numbers written
+ * by hand, and refuses to attach a table that already has rows.
+ *
+ * A partition is sealed (stream_seq.partition_range holds its lowest and
+ * highest number) once no row can arrive in it any more: sealing waits for
+ * the transactions writing to it and refuses rows inserted later.  Pages
+ * read through stream_seq.read(), read_slot() and page() leave out the
+ * sealed partitions whose numbers all lie at or below the cursor.
+ *
+ * When a partition leaves the stream (DETACH PARTITION, DROP TABLE, or
+ * drop_partitions()), first() moves past its highest number, as trim()
+ * does, so that a consumer that had not read its rows is told.  For DROP
+ * that number is read just before PostgreSQL deletes the partition (an
+ * object access hook) and recorded by the sql_drop event trigger.
+ *
+ *-------------------------------------------------------------------------
+ */
+#include "postgres.h"
+
+#include "access/genam.h"
+#include "access/relation.h"
+#include "access/relscan.h"
+#include "access/stratnum.h"
+#include "access/table.h"
+#include "access/tableam.h"
+#include "access/xact.h"
+#include "catalog/index.h"
+#include "catalog/objectaccess.h"
+#include "catalog/partition.h"
+#include "catalog/pg_am.h"
+#include "catalog/pg_class.h"
+#include "catalog/pg_inherits.h"
+#include "catalog/pg_type.h"
+#include "commands/trigger.h"
+#include "executor/tuptable.h"
+#include "fmgr.h"
+#include "miscadmin.h"
+#include "partitioning/partdesc.h"
+#include "partitioning/partbounds.h"
+#include "storage/lmgr.h"
+#include "utils/acl.h"
+#include "utils/builtins.h"
+#include "utils/hsearch.h"
+#include "utils/inval.h"
+#include "utils/lsyscache.h"
+#include "utils/partcache.h"
+#include "utils/memutils.h"
+#include "utils/rel.h"
+#include "utils/snapmgr.h"
+
+#include "stream_seq.h"
+
+PG_FUNCTION_INFO_V1(stream_seq_page_source);
+PG_FUNCTION_INFO_V1(stream_seq_seal_partitions);
+PG_FUNCTION_INFO_V1(stream_seq_drop_partitions);
+
+/* Backend-local cache of the tables the triggers fire on. */
+static HTAB *target_cache = NULL;
+
+/*
+ * Partitions the current transaction is dropping, with their highest
+ * number read just before the drop; consumed by the sql_drop event
+ * trigger.  In TopTransactionContext, forgotten at transaction end.
+ */
+typedef struct DroppedPartition
+{
+	Oid			relid;
+	Oid			stream;
+	bool		has_numbers;
+	int64		highest;
+} DroppedPartition;
+
+static List *dropped_partitions = NIL;
+
+static object_access_hook_type prev_object_access_hook = NULL;
+
+/*
+ * invalidate_targets
+ *		Relcache invalidation callback: forget what we know of a table, and
+ *		of every partition of a stream whose table was invalidated.
+ */
+static void
+invalidate_targets(Datum arg, Oid relid)
+{
+	HASH_SEQ_STATUS status;
+	StreamTarget *target;
+
+	if (target_cache == NULL)
+		return;
+	hash_seq_init(&status, target_cache);
+	while ((target = hash_seq_search(&status)) != NULL)
+	{
+		if (!OidIsValid(relid) || target->relid == relid ||
+			target->stream == relid)
+			target->valid = false;
+	}
+}
+
+/*
+ * partition_range_table
+ *		OID of stream_seq.partition_range, or InvalidOid before the
+ *		extension was updated to a version that has it.
+ */
+static Oid
+partition_range_table(void)
+{
+	Oid			nsp = stream_namespace(true);
+
+	if (!OidIsValid(nsp))
+		return InvalidOid;
+	return get_relname_relid("partition_range", nsp);
+}
+
+/*
+ * partition_is_sealed
+ *		Whether a partition has a row in stream_seq.partition_range, as
+ *		the latest snapshot sees it.
+ */
+static bool
+partition_is_sealed(Oid relid)
+{
+	Oid			argtypes[1] = {OIDOID};
+	Datum		values[1];
+	int64		one;
+	bool		found;
+
+	if (!OidIsValid(partition_range_table()))
+		return false;
+	values[0] = ObjectIdGetDatum(relid);
+	stream_catalog_exec_latest("SELECT 1::pg_catalog.int8 FROM stream_seq.partition_range "
+							   "WHERE partition::pg_catalog.oid = $1",
+							   1, argtypes, values, &one, 1, &found);
+	return found;
+}
+
+/*
+ * stream_root_of
+ *		The stream a partition belongs to: its topmost ancestor, if that is
+ *		a stream table; InvalidOid otherwise.
+ */
+Oid
+stream_root_of(Oid relid)
+{
+	List	   *ancestors = get_partition_ancestors(relid);
+	Oid			root;
+
+	if (ancestors == NIL)
+		return InvalidOid;
+	root = llast_oid(ancestors);
+	list_free(ancestors);
+	return stream_catalog_has(root) ? root : InvalidOid;
+}
+
+/*
+ * stream_lookup_target
+ *		What the triggers need to know of the table they fired on: the
+ *		stream its rows belong to (itself, or the partitioned table at the
+ *		top of its partition tree), where the stream column is in it (an
+ *		attached table may order its columns differently), and whether it
+ *		is a sealed partition.  Cached until the table's relcache entry,
+ *		or its stream's, is invalidated.
+ */
+StreamTarget *
+stream_lookup_target(Relation rel)
+{
+	Oid			relid = RelationGetRelid(rel);
+	StreamTarget *target;
+	bool		found;
+
+	if (target_cache == NULL)
+	{
+		HASHCTL		ctl;
+
+		ctl.keysize = sizeof(Oid);
+		ctl.entrysize = sizeof(StreamTarget);
+		ctl.hcxt = TopMemoryContext;
+		target_cache = hash_create("stream_seq trigger targets", 16, &ctl,
+								   HASH_ELEM | HASH_BLOBS | HASH_CONTEXT);
+		CacheRegisterRelcacheCallback(invalidate_targets, (Datum) 0);
+	}
+	target = hash_search(target_cache, &relid, HASH_ENTER, &found);
+	if (found && target->valid)
+		return target;
+	target->valid = false;
+
+	if (!rel->rd_rel->relispartition)
+	{
+		StreamRef  *ref = stream_lookup(relid, false);
+
+		target->stream = relid;
+		target->seq_attnum = ref->seq_attnum;
+		target->sealed = false;
+	}
+	else
+	{
+		Oid			root = stream_root_of(relid);
+		StreamRef  *ref;
+		char	   *column;
+
+		if (!OidIsValid(root))
+			ereport(ERROR,
+					(errcode(ERRCODE_WRONG_OBJECT_TYPE),
+					 errmsg("table \"%s\" is not a partition of a stream table",
+							RelationGetRelationName(rel)),
+					 errhint("Remove the stream_seq triggers it was given, or attach it to a stream table.")));
+		ref = stream_lookup(root, false);
+		column = get_attname(root, ref->seq_attnum, false);
+		target->stream = root;
+		target->seq_attnum = get_attnum(relid, column);
+		if (target->seq_attnum == InvalidAttrNumber)
+			elog(ERROR, "partition \"%s\" has no column \"%s\"",
+				 RelationGetRelationName(rel), column);
+		target->sealed = partition_is_sealed(relid);
+	}
+	target->valid = true;
+	return target;
+}
+
+/*
+ * stream_source
+ *		The relation a statement reads a stream's rows from: "ONLY
+ *		schema.table" for an ordinary stream table (legacy inheritance
+ *		children are refused, ONLY keeps them out anyway), the table itself
+ *		for a partitioned one.
+ */
+char *
+stream_source(Oid relid)
+{
+	char	   *name = quote_qualified_identifier(get_namespace_name(get_rel_namespace(relid)),
+												  get_rel_name(relid));
+
+	if (get_rel_relkind(relid) == RELKIND_PARTITIONED_TABLE)
+		return name;
+	return psprintf("ONLY %s", name);
+}
+
+/*
+ * qualified
+ *		schema.table of a relation, quoted.
+ */
+static char *
+qualified(Oid relid)
+{
+	return quote_qualified_identifier(get_namespace_name(get_rel_namespace(relid)),
+									  get_rel_name(relid));
+}
+
+/*
+ * index_on_column
+ *		A valid btree index of "rel" whose first key column is "attnum":
+ *		what the number range of a partition is read from.  InvalidOid if
+ *		there is none.
+ */
+static Oid
+index_on_column(Relation rel, AttrNumber attnum)
+{
+	List	   *indexes = RelationGetIndexList(rel);
+	ListCell   *lc;
+	Oid			result = InvalidOid;
+
+	foreach(lc, indexes)
+	{
+		Oid			indexid = lfirst_oid(lc);
+		Relation	index = index_open(indexid, AccessShareLock);
+
+		if (index->rd_rel->relam == BTREE_AM_OID &&
+			index->rd_index->indisvalid &&
+			index->rd_index->indkey.values[0] == attnum)
+			result = indexid;
+		index_close(index, AccessShareLock);
+		if (OidIsValid(result))
+			break;
+	}
+	list_free(indexes);
+	return result;
+}
+
+/*
+ * index_end_number
+ *		The lowest (ForwardScanDirection) or highest number that the latest
+ *		snapshot sees in "heap", read from the btree "index" whose first
+ *		key is the number.  Returns false if there is none.
+ */
+static bool
+index_end_number(Relation heap, Relation index, AttrNumber attnum,
+				 ScanDirection direction, int64 *number)
+{
+	Snapshot	snapshot = RegisterSnapshot(GetLatestSnapshot());
+	TupleTableSlot *slot = table_slot_create(heap, NULL);
+	IndexScanDesc scan;
+	ScanKeyData key;
+	bool		found = false;
+
+	ScanKeyEntryInitialize(&key, SK_ISNULL | SK_SEARCHNOTNULL, 1,
+						   InvalidStrategy, InvalidOid, InvalidOid,
+						   InvalidOid, (Datum) 0);
+	scan = index_beginscan(heap, index, snapshot, 1, 0);
+	index_rescan(scan, &key, 1, NULL, 0);
+	while (index_getnext_slot(scan, direction, slot))
+	{
+		bool		isnull;
+		Datum		value = slot_getattr(slot, attnum, &isnull);
+
+		if (!isnull)
+		{
+			*number = DatumGetInt64(value);
+			found = true;
+			break;
+		}
+	}
+	index_endscan(scan);
+	ExecDropSingleTupleTableSlot(slot);
+	UnregisterSnapshot(snapshot);
+	return found;
+}
+
+/*
+ * heap_number_range
+ *		The lowest and highest number in "heap" that the latest snapshot
+ *		sees, by a scan of the whole table: for a partition without an
+ *		index on the number.  Returns false if there is none.
+ */
+static bool
+heap_number_range(Relation heap, AttrNumber attnum, int64 *lowest,
+				  int64 *highest)
+{
+	Snapshot	snapshot = RegisterSnapshot(GetLatestSnapshot());
+	TupleTableSlot *slot = table_slot_create(heap, NULL);
+	TableScanDesc scan = table_beginscan(heap, snapshot, 0, NULL);
+	bool		found = false;
+
+	while (table_scan_getnextslot(scan, ForwardScanDirection, slot))
+	{
+		bool		isnull;
+		Datum		value = slot_getattr(slot, attnum, &isnull);
+		int64		number;
+
+		CHECK_FOR_INTERRUPTS();
+		if (isnull)
+			continue;
+		number = DatumGetInt64(value);
+		if (!found || number < *lowest)
+			*lowest = number;
+		if (!found || number > *highest)
+			*highest = number;
+		found = true;
+	}
+	table_endscan(scan);
+	ExecDropSingleTupleTableSlot(slot);
+	UnregisterSnapshot(snapshot);
+	return found;
+}
+
+/*
+ * partition_number_range
+ *		The lowest and highest number in partition "relid" (locked by the
+ *		caller), through its index on the number if it has one.  Returns
+ *		false if it has none.
+ */
+static bool
+partition_number_range(Oid relid, AttrNumber attnum, int64 *lowest,
+					   int64 *highest)
+{
+	Relation	heap = table_open(relid, NoLock);
+	Oid			indexid = index_on_column(heap, attnum);
+	bool		found;
+
+	if (OidIsValid(indexid))
+	{
+		Relation	index = index_open(indexid, AccessShareLock);
+
+		found = index_end_number(heap, index, attnum, ForwardScanDirection,
+								 lowest) &&
+			index_end_number(heap, index, attnum, BackwardScanDirection,
+							 highest);
+		index_close(index, AccessShareLock);
+	}
+	else
+		found = heap_number_range(heap, attnum, lowest, highest);
+	table_close(heap, NoLock);
+	return found;
+}
+
+/*
+ * partition_column
+ *		Where stream "stream"'s column is in its partition "relid".
+ */
+static AttrNumber
+partition_column(StreamRef *ref, Oid relid)
+{
+	char	   *column = get_attname(ref->relid, ref->seq_attnum, false);
+	AttrNumber	attnum = get_attnum(relid, column);
+
+	if (attnum == InvalidAttrNumber)
+		elog(ERROR, "partition \"%s\" has no column \"%s\"",
+			 get_rel_name(relid), column);
+	return attnum;
+}
+
+/*
+ * record_partition_gone
+ *		A partition left stream "stream": its numbers up to "highest" may be
+ *		gone, so first() moves past it (never back), and its range is
+ *		forgotten.
+ */
+static void
+record_partition_gone(Oid stream, Oid relid, bool has_numbers, int64 highest)
+{
+	if (has_numbers && highest < PG_INT64_MAX)
+		stream_catalog_record_start(stream, highest + 1);
+	if (OidIsValid(partition_range_table()))
+	{
+		Oid			argtypes[1] = {OIDOID};
+		Datum		values[1];
+
+		values[0] = ObjectIdGetDatum(relid);
+		stream_catalog_exec("DELETE FROM stream_seq.partition_range "
+							"WHERE partition::pg_catalog.oid = $1",
+							1, argtypes, values, NULL, 0, NULL);
+	}
+}
+
+/*
+ * stream_partition_detached
+ *		After ALTER TABLE ... DETACH PARTITION of stream "stream": record
+ *		that the detached table's numbers left the stream.  The table still
+ *		has its rows and its index.
+ */
+void
+stream_partition_detached(Oid stream, Oid relid)
+{
+	StreamRef  *ref = stream_lookup(stream, false);
+	int64		lowest;
+	int64		highest;
+	bool		found;
+
+	found = partition_number_range(relid, partition_column(ref, relid),
+								   &lowest, &highest);
+	record_partition_gone(stream, relid, found, highest);
+}
+
+/*
+ * stream_check_attached
+ *		After ALTER TABLE ... ATTACH PARTITION to stream "stream": refuse a
+ *		table that already has rows (their numbers, or their lack of one,
+ *		did not come from this stream: a reader could skip them or see a
+ *		number twice) or that is a stream table itself.
+ */
+void
+stream_check_attached(Oid stream, Oid relid)
+{
+	char	   *query;
+	int64		one;
+	bool		found;
+
+	if (stream_catalog_has(relid))
+		ereport(ERROR,
+				(errcode(ERRCODE_OBJECT_NOT_IN_PREREQUISITE_STATE),
+				 errmsg("cannot attach stream table \"%s\" as a partition of stream table \"%s\"",
+						get_rel_name(relid), get_rel_name(stream)),
+				 errhint("Run stream_seq.disable() on it first, and attach it empty.")));
+	if (get_rel_relkind(relid) == RELKIND_PARTITIONED_TABLE)
+		query = psprintf("SELECT 1::pg_catalog.int8 FROM %s LIMIT 1", qualified(relid));
+	else
+		query = psprintf("SELECT 1::pg_catalog.int8 FROM ONLY %s LIMIT 1", qualified(relid));
+	stream_catalog_exec_latest(query, 0, NULL, NULL, &one, 1, &found);
+	if (found)
+		ereport(ERROR,
+				(errcode(ERRCODE_OBJECT_NOT_IN_PREREQUISITE_STATE),
+				 errmsg("cannot attach table \"%s\" with rows to stream table \"%s\"",
+						get_rel_name(relid), get_rel_name(stream)),
+				 errdetail("Its rows were not numbered by the stream: readers could skip them or see a number twice."),
+				 errhint("Attach an empty table and insert the rows through the stream table.")));
+}
+
+/*
+ * stream_partition_dropped
+ *		sql_drop: partition "relid" was dropped.  If the object access hook
+ *		saw it go and its stream is still there, record that its numbers
+ *		left the stream.
+ */
+void
+stream_partition_dropped(Oid relid)
+{
+	ListCell   *lc;
+
+	foreach(lc, dropped_partitions)
+	{
+		DroppedPartition *dropped = lfirst(lc);
+
+		if (dropped->relid != relid)
+			continue;
+		if (stream_catalog_has(dropped->stream))
+			record_partition_gone(dropped->stream, relid,
+								  dropped->has_numbers, dropped->highest);
+		dropped_partitions = foreach_delete_current(dropped_partitions, lc);
+		break;
+	}
+}
+
+/*
+ * note_dropped_partition
+ *		Just before PostgreSQL deletes relation "relid" (an index of a
+ *		partition, or the partition): if it is a partition of a stream, or
+ *		an index on the number of one, read the partition's highest number
+ *		while it can still be read.  The partition's own indexes are deleted
+ *		before it, so the number usually comes from its index; a partition
+ *		without one is scanned.
+ */
+static void
+note_dropped_partition(Oid relid)
+{
+	char		relkind = get_rel_relkind(relid);
+	Oid			table;
+	Oid			stream;
+	StreamRef  *ref;
+	AttrNumber	attnum;
+	DroppedPartition *dropped;
+	ListCell   *lc;
+	MemoryContext oldcxt;
+	int64		lowest = 0;
+	int64		highest = 0;
+	bool		found;
+
+	if (relkind == RELKIND_INDEX)
+		table = IndexGetRelation(relid, true);
+	else if (relkind == RELKIND_RELATION)
+		table = relid;
+	else
+		return;
+	if (!OidIsValid(table) || !get_rel_relispartition(table) ||
+		!OidIsValid(stream_catalog_relid(true)) || !stream_shmem_ready())
+		return;
+	foreach(lc, dropped_partitions)
+	{
+		if (((DroppedPartition *) lfirst(lc))->relid == table)
+			return;
+	}
+	stream = stream_root_of(table);
+	if (!OidIsValid(stream))
+		return;
+	ref = stream_lookup(stream, false);
+	attnum = partition_column(ref, table);
+
+	if (relkind == RELKIND_INDEX)
+	{
+		Relation	heap = table_open(table, NoLock);
+		Relation	index = index_open(relid, NoLock);
+
+		if (index->rd_rel->relam != BTREE_AM_OID ||
+			index->rd_index->indkey.values[0] != attnum)
+		{
+			index_close(index, NoLock);
+			table_close(heap, NoLock);
+			return;
+		}
+		found = index_end_number(heap, index, attnum, BackwardScanDirection,
+								 &highest);
+		index_close(index, NoLock);
+		table_close(heap, NoLock);
+	}
+	else
+	{
+		Relation	heap = table_open(table, NoLock);
+
+		found = heap_number_range(heap, attnum, &lowest, &highest);
+		table_close(heap, NoLock);
+	}
+
+	oldcxt = MemoryContextSwitchTo(TopTransactionContext);
+	dropped = palloc(sizeof(DroppedPartition));
+	dropped->relid = table;
+	dropped->stream = stream;
+	dropped->has_numbers = found;
+	dropped->highest = highest;
+	dropped_partitions = lappend(dropped_partitions, dropped);
+	MemoryContextSwitchTo(oldcxt);
+}
+
+/*
+ * partition_object_access
+ *		object_access_hook: note partitions of streams about to be dropped.
+ */
+static void
+partition_object_access(ObjectAccessType access, Oid classId, Oid objectId,
+						int subId, void *arg)
+{
+	if (prev_object_access_hook)
+		prev_object_access_hook(access, classId, objectId, subId, arg);
+	if (access == OAT_DROP && classId == RelationRelationId && subId == 0 &&
+		IsTransactionState())
+		note_dropped_partition(objectId);
+}
+
+/*
+ * stream_partition_xact_end
+ *		Forget the partitions noted as dropped (transaction end).
+ */
+void
+stream_partition_xact_end(void)
+{
+	dropped_partitions = NIL;
+}
+
+/*
+ * stream_partition_init
+ *		Install the object access hook (from _PG_init).
+ */
+void
+stream_partition_init(void)
+{
+	prev_object_access_hook = object_access_hook;
+	object_access_hook = partition_object_access;
+}
+
+/*
+ * stream_add_truncate_trigger
+ *		Give a partition of a stream the BEFORE TRUNCATE trigger, unless it
+ *		has it: PostgreSQL clones row triggers onto partitions but not
+ *		statement triggers, and a partition truncated on its own takes its
+ *		numbers out of the stream.  Created as the caller, who owns the
+ *		partition (they created or attached it).
+ */
+void
+stream_add_truncate_trigger(Oid relid)
+{
+	if (OidIsValid(get_trigger_oid(relid, "stream_seq_truncate", true)))
+		return;
+	stream_caller_exec(psprintf("CREATE TRIGGER stream_seq_truncate BEFORE TRUNCATE ON %s "
+								"FOR EACH STATEMENT EXECUTE FUNCTION stream_seq.truncate_trigger()",
+								qualified(relid)), 0, NULL, NULL);
+}
+
+/*
+ * stream_partition_truncated
+ *		BEFORE TRUNCATE of partition "relid" of stream "stream": its numbers
+ *		leave the stream, as with DETACH.
+ */
+void
+stream_partition_truncated(Oid stream, Oid relid)
+{
+	stream_partition_detached(stream, relid);
+}
+
+/*
+ * stream_check_partition
+ *		After DDL that made "relid" a partition of stream "stream" (CREATE
+ *		TABLE ... PARTITION OF, ATTACH PARTITION): its stream column must
+ *		take NULL until commit, and the table must be logged.  It gets the
+ *		TRUNCATE trigger.
+ */
+void
+stream_check_partition(Oid stream, Oid relid)
+{
+	StreamRef  *ref = stream_lookup(stream, false);
+	Relation	rel = relation_open(relid, AccessShareLock);
+	AttrNumber	attnum = partition_column(ref, relid);
+	Form_pg_attribute att = TupleDescAttr(RelationGetDescr(rel), attnum - 1);
+
+	if (att->attnotnull || att->atthasdef)
+		ereport(ERROR,
+				(errcode(ERRCODE_INVALID_TABLE_DEFINITION),
+				 errmsg("column \"%s\" of partition \"%s\" of stream table \"%s\" cannot have NOT NULL or a default",
+						NameStr(att->attname), RelationGetRelationName(rel),
+						get_rel_name(stream)),
+				 errdetail("Stream numbers are assigned at commit; rows hold NULL until then.")));
+	if (rel->rd_rel->relpersistence != RELPERSISTENCE_PERMANENT)
+		ereport(ERROR,
+				(errcode(ERRCODE_FEATURE_NOT_SUPPORTED),
+				 errmsg("partition \"%s\" of stream table \"%s\" must be logged",
+						RelationGetRelationName(rel), get_rel_name(stream)),
+				 errdetail("A crash empties an unlogged table, and numbers must survive crashes.")));
+	if (rel->rd_rel->relkind != RELKIND_RELATION &&
+		rel->rd_rel->relkind != RELKIND_PARTITIONED_TABLE)
+		ereport(ERROR,
+				(errcode(ERRCODE_WRONG_OBJECT_TYPE),
+				 errmsg("partition \"%s\" of stream table \"%s\" is not an ordinary table",
+						RelationGetRelationName(rel), get_rel_name(stream))));
+	stream_check_no_deferrable_index(rel);
+	relation_close(rel, AccessShareLock);
+	if (get_rel_relkind(relid) == RELKIND_RELATION)
+		stream_add_truncate_trigger(relid);
+}
+
+/*
+ * range_partitions
+ *		The partitions of a stream partitioned by range, in the order of
+ *		their bounds, without the default partition.  Retention and sealing
+ *		need that order; other partitioning has none.
+ */
+static List *
+range_partitions(Oid stream)
+{
+	Relation	rel = table_open(stream, AccessShareLock);
+	PartitionKey key;
+	PartitionDesc desc;
+	List	   *result = NIL;
+	int			i;
+
+	if (rel->rd_rel->relkind != RELKIND_PARTITIONED_TABLE)
+		ereport(ERROR,
+				(errcode(ERRCODE_WRONG_OBJECT_TYPE),
+				 errmsg("stream table \"%s\" is not partitioned",
+						RelationGetRelationName(rel)),
+				 errhint("Use stream_seq.trim() to remove old rows.")));
+	key = RelationGetPartitionKey(rel);
+	if (key->strategy != PARTITION_STRATEGY_RANGE)
+		ereport(ERROR,
+				(errcode(ERRCODE_FEATURE_NOT_SUPPORTED),
+				 errmsg("stream table \"%s\" is not partitioned by range",
+						RelationGetRelationName(rel)),
+				 errdetail("Partitions are sealed and dropped oldest first, in the order of their range bounds."),
+				 errhint("Use stream_seq.trim() to remove old rows.")));
+	desc = RelationGetPartitionDesc(rel, true);
+	for (i = 0; i < desc->nparts; i++)
+	{
+		if (desc->boundinfo != NULL && i == desc->boundinfo->default_index)
+			continue;
+		if (get_rel_relkind(desc->oids[i]) != RELKIND_RELATION)
+			ereport(ERROR,
+					(errcode(ERRCODE_FEATURE_NOT_SUPPORTED),
+					 errmsg("partition \"%s\" of stream table \"%s\" is partitioned",
+							get_rel_name(desc->oids[i]), RelationGetRelationName(rel)),
+					 errdetail("Sealing and dropping partitions work on one level of range partitions.")));
+		result = lappend_oid(result, desc->oids[i]);
+	}
+	table_close(rel, AccessShareLock);
+	return result;
+}
+
+/*
+ * partition_has_rows
+ *		Whether partition "relid" holds a row the latest snapshot sees.
+ */
+static bool
+partition_has_rows(Oid relid)
+{
+	int64		one;
+	bool		found;
+
+	stream_catalog_exec_latest(psprintf("SELECT 1::pg_catalog.int8 FROM ONLY %s LIMIT 1",
+										qualified(relid)),
+							   0, NULL, NULL, &one, 1, &found);
+	return found;
+}
+
+/*
+ * seal_old_partitions
+ *		Seal every partition of a range-partitioned stream that comes before
+ *		the last one holding rows: rows go to the newest partitions, and
+ *		these take none any more.  Sealing one waits for the transactions
+ *		writing to it (SHARE lock, held to the end of the transaction),
+ *		reads its lowest and highest number, records them, and from then
+ *		on its guard trigger refuses new rows.  Returns how many partitions
+ *		it sealed; "sealed" gets every sealed partition, oldest first.
+ */
+static int
+seal_old_partitions(StreamRef *ref, List **sealed)
+{
+	List	   *parts = range_partitions(ref->relid);
+	int			last_with_rows = -1;
+	int			count = 0;
+	int			i;
+
+	if (!OidIsValid(partition_range_table()))
+		ereport(ERROR,
+				(errcode(ERRCODE_OBJECT_NOT_IN_PREREQUISITE_STATE),
+				 errmsg("the stream_seq extension must be updated to seal partitions"),
+				 errhint("Run ALTER EXTENSION stream_seq UPDATE.")));
+
+	for (i = list_length(parts) - 1; i >= 0; i--)
+	{
+		if (partition_has_rows(list_nth_oid(parts, i)))
+		{
+			last_with_rows = i;
+			break;
+		}
+	}
+	*sealed = NIL;
+	for (i = 0; i < last_with_rows; i++)
+	{
+		Oid			part = list_nth_oid(parts, i);
+		Oid			argtypes[5] = {REGCLASSOID, REGCLASSOID, INT8OID, INT8OID, BOOLOID};
+		Datum		values[5];
+		char		nulls[5] = {' ', ' ', ' ', ' ', ' '};
+		int64		lowest;
+		int64		highest;
+		bool		found;
+
+		if (partition_is_sealed(part))
+		{
+			*sealed = lappend_oid(*sealed, part);
+			continue;
+		}
+		LockRelationOid(part, ShareLock);
+		found = partition_number_range(part, partition_column(ref, part),
+									   &lowest, &highest);
+		values[0] = ObjectIdGetDatum(part);
+		values[1] = ObjectIdGetDatum(ref->relid);
+		values[2] = Int64GetDatum(lowest);
+		values[3] = Int64GetDatum(highest);
+		if (!found)
+			nulls[2] = nulls[3] = 'n';
+		stream_catalog_exec_nulls("INSERT INTO stream_seq.partition_range "
+								  "(partition, stream, lowest, highest) "
+								  "VALUES ($1, $2, $3, $4)",
+								  4, argtypes, values, nulls);
+		CacheInvalidateRelcacheByRelid(part);
+		*sealed = lappend_oid(*sealed, part);
+		count++;
+	}
+	CommandCounterIncrement();
+	return count;
+}
+
+/*
+ * check_partition_privileges
+ *		Sealing and dropping partitions need the privileges trim() needs:
+ *		DELETE on the stream table (and ownership of the partitions to
+ *		drop, which DROP TABLE checks).
+ */
+static StreamRef *
+partition_retention_start(FunctionCallInfo fcinfo, int nargs)
+{
+	Oid			relid;
+	AclResult	aclresult;
+
+	stream_check_not_null(fcinfo, nargs, "stream table and options");
+	relid = PG_GETARG_OID(0);
+	aclresult = pg_class_aclcheck(relid, GetUserId(), ACL_DELETE);
+	if (aclresult != ACLCHECK_OK)
+		aclcheck_error(aclresult, OBJECT_TABLE, get_rel_name(relid));
+	return stream_lookup(relid, false);
+}
+
+/*
+ * stream_seq_seal_partitions
+ *		SQL: seal_partitions(stream regclass) RETURNS integer: seal the
+ *		partitions before the newest one that holds rows (see
+ *		seal_old_partitions), so that pages skip them; returns how many
+ *		were sealed now.
+ */
+Datum
+stream_seq_seal_partitions(PG_FUNCTION_ARGS)
+{
+	StreamRef  *ref = partition_retention_start(fcinfo, 1);
+	List	   *sealed;
+
+	PG_RETURN_INT32(seal_old_partitions(ref, &sealed));
+}
+
+/*
+ * stream_seq_drop_partitions
+ *		SQL: drop_partitions(stream regclass, force boolean DEFAULT false,
+ *		keep_tables boolean DEFAULT false) RETURNS integer: seal the old
+ *		partitions, then drop (or only detach, with keep_tables) them
+ *		oldest first while every number in the partition is below the
+ *		horizon and, unless forced, at or below the slowest consumer's
+ *		position; first() moves past each.  Stops at the first partition
+ *		that does not qualify.  Returns how many partitions left the stream.
+ *
+ *		DETACH and DROP of a partition take an ACCESS EXCLUSIVE lock on the
+ *		stream table, as PostgreSQL requires, for as long as the catalog
+ *		change takes; the rows themselves are not touched, so nothing is
+ *		left for VACUUM in the partitions that remain.
+ */
+Datum
+stream_seq_drop_partitions(PG_FUNCTION_ARGS)
+{
+	StreamRef  *ref = partition_retention_start(fcinfo, 3);
+	bool		force = PG_GETARG_BOOL(1);
+	bool		keep_tables = PG_GETARG_BOOL(2);
+	List	   *sealed;
+	ListCell   *lc;
+	int64		horizon;
+	char	   *consumer = NULL;
+	int64		position = PG_INT64_MAX;
+	bool		has_consumer;
+	int			dropped = 0;
+
+	seal_old_partitions(ref, &sealed);
+	horizon = stream_statement_horizon(ref);
+	has_consumer = stream_slowest_consumer(ref->relid, &consumer, &position);
+
+	foreach(lc, sealed)
+	{
+		Oid			part = lfirst_oid(lc);
+		Oid			argtypes[1] = {OIDOID};
+		Datum		values[1];
+		int64		range[1];
+		bool		found;
+		bool		isnull_highest;
+		char	   *name = qualified(part);
+
+		values[0] = ObjectIdGetDatum(part);
+		range[0] = 0;
+		stream_catalog_exec("SELECT coalesce(highest, -1) FROM stream_seq.partition_range "
+							"WHERE partition::pg_catalog.oid = $1",
+							1, argtypes, values, range, 1, &found);
+		if (!found)
+			break;
+		isnull_highest = (range[0] == -1);
+		if (!isnull_highest)
+		{
+			if (range[0] >= horizon)
+				break;
+			if (!force && has_consumer && range[0] > position)
+				break;
+		}
+		/* record first, then let the event triggers see the partition go */
+		record_partition_gone(ref->relid, part, !isnull_highest, range[0]);
+		stream_caller_exec(psprintf("ALTER TABLE %s DETACH PARTITION %s",
+									qualified(ref->relid), name),
+						   0, NULL, NULL);
+		if (!keep_tables)
+			stream_caller_exec(psprintf("DROP TABLE %s", name), 0, NULL, NULL);
+		dropped++;
+	}
+	PG_RETURN_INT32(dropped);
+}
+
+/*
+ * stream_seq_page_source
+ *		SQL: _page_source(stream regclass, after bigint) RETURNS text: what
+ *		read(), read_slot() and page() read a page after "after" from.  For
+ *		a partitioned stream: the union of its partitions, without the
+ *		sealed ones whose every number is at or below "after" (a sealed
+ *		partition takes no more rows, so its range is final), each read
+ *		with ONLY and the stream's columns in the stream's order.  When the
+ *		caller may not read each partition directly, or the stream table
+ *		has row-level security (reading a partition directly would bypass
+ *		its policies), the stream table itself, which PostgreSQL reads
+ *		partition by partition.
+ */
+Datum
+stream_seq_page_source(PG_FUNCTION_ARGS)
+{
+	Oid			relid;
+	int64		after;
+	Relation	rel;
+	StringInfoData columns;
+	StringInfoData source;
+	List	   *leaves;
+	ListCell   *lc;
+	int			i;
+	int			included = 0;
+	bool		direct = true;
+	int64	   *pruned = NULL;
+	uint64		npruned = 0;
+
+	if (PG_ARGISNULL(0) || PG_ARGISNULL(1))
+		ereport(ERROR,
+				(errcode(ERRCODE_NULL_VALUE_NOT_ALLOWED),
+				 errmsg("stream table and position must not be null")));
+	relid = PG_GETARG_OID(0);
+	after = PG_GETARG_INT64(1);
+	if (get_rel_relkind(relid) != RELKIND_PARTITIONED_TABLE)
+		PG_RETURN_TEXT_P(cstring_to_text(stream_source(relid)));
+
+	rel = table_open(relid, AccessShareLock);
+	initStringInfo(&columns);
+	for (i = 0; i < RelationGetNumberOfAttributes(rel); i++)
+	{
+		Form_pg_attribute att = TupleDescAttr(RelationGetDescr(rel), i);
+
+		if (att->attisdropped)
+			continue;
+		appendStringInfo(&columns, "%s%s", columns.len > 0 ? ", " : "",
+						 quote_identifier(NameStr(att->attname)));
+	}
+	if (rel->rd_rel->relrowsecurity)
+		direct = false;
+	table_close(rel, AccessShareLock);
+
+	if (direct && OidIsValid(partition_range_table()))
+	{
+		Oid			argtypes[2] = {REGCLASSOID, INT8OID};
+		Datum		values[2];
+
+		values[0] = ObjectIdGetDatum(relid);
+		values[1] = Int64GetDatum(after);
+		npruned = stream_catalog_rows("SELECT partition::pg_catalog.oid::pg_catalog.int8 "
+									  "FROM stream_seq.partition_range "
+									  "WHERE stream = $1 AND (highest IS NULL OR highest <= $2)",
+									  2, argtypes, values, 1, &pruned);
+	}
+
+	initStringInfo(&source);
+	leaves = find_all_inheritors(relid, AccessShareLock, NULL);
+	foreach(lc, leaves)
+	{
+		Oid			leaf = lfirst_oid(lc);
+		bool		skip = false;
+		uint64		j;
+
+		if (!direct)
+			break;
+		if (get_rel_relkind(leaf) != RELKIND_RELATION)
+			continue;
+		for (j = 0; j < npruned; j++)
+		{
+			if ((Oid) pruned[j] == leaf)
+				skip = true;
+		}
+		if (skip)
+			continue;
+		if (pg_class_aclcheck(leaf, GetUserId(), ACL_SELECT) != ACLCHECK_OK)
+		{
+			direct = false;
+			break;
+		}
+		appendStringInfo(&source, "%sSELECT %s FROM ONLY %s",
+						 included > 0 ? " UNION ALL " : "",
+						 columns.data, qualified(leaf));
+		included++;
+	}
+	if (!direct)
+		PG_RETURN_TEXT_P(cstring_to_text(qualified(relid)));
+	if (included == 0)
+		PG_RETURN_TEXT_P(cstring_to_text(psprintf("(SELECT %s FROM %s WHERE false)",
+												  columns.data, qualified(relid))));
+	PG_RETURN_TEXT_P(cstring_to_text(psprintf("(%s)", source.data)));
+}
