@@ -13,7 +13,7 @@ PGFILEDESC   = "stream_seq - gap-safe stream tables"
 # Regression suites (sql/NAME.sql, expected/NAME.out), in the order they
 # run: upgrade drops and recreates the extension, so it comes last.
 REGRESS        = enable writes horizon consumers groups lifecycle security \
-                 ordinary_role upgrade
+                 ordinary_role partitions upgrade
 # Isolation specs (test/specs/NAME.spec, expected/NAME.out).
 ISOLATION      = $(basename $(notdir $(wildcard test/specs/*.spec)))
 ISOLATION_OPTS = --inputdir=test --outputdir=. --load-extension=$(EXTENSION)

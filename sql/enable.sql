@@ -56,8 +56,10 @@ SELECT stream_seq.enable('ev_temp');
 CREATE UNLOGGED TABLE ev_unlogged (payload text);
 SELECT stream_seq.enable('ev_unlogged');
 \echo :LAST_ERROR_SQLSTATE
+-- a partition on its own (partitioned streams: sql/partitions.sql)
 CREATE TABLE ev_parted (payload text, k int) PARTITION BY RANGE (k);
-SELECT stream_seq.enable('ev_parted');
+CREATE TABLE ev_parted_1 PARTITION OF ev_parted FOR VALUES FROM (0) TO (10);
+SELECT stream_seq.enable('ev_parted_1');
 \echo :LAST_ERROR_SQLSTATE
 SELECT stream_seq.enable('pg_class');
 \echo :LAST_ERROR_SQLSTATE

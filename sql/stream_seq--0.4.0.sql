@@ -547,7 +547,7 @@ BEGIN
           USING ERRCODE = 'wrong_object_type',
                 HINT = 'Use stream_seq.enable() to make it one.';
     END IF;
-    IF after < first_kept - 1 THEN
+    IF after < first_kept - 1 AND first_kept > 1 THEN
         RAISE EXCEPTION 'rows after position % were trimmed from stream table "%"',
               after, stream
           USING ERRCODE = 'object_not_in_prerequisite_state',

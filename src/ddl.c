@@ -542,7 +542,10 @@ check_partition_commands(Oid stream, CollectedCommand *cmd)
 			stream_check_partition(stream, relid);
 		}
 		else
+		{
 			stream_partition_detached(stream, relid);
+			stream_partition_detached_end(relid);
+		}
 	}
 }
 

@@ -452,6 +452,23 @@ stream_partition_detached(Oid stream, Oid relid)
 }
 
 /*
+ * stream_partition_detached_end
+ *		After DETACH PARTITION: the table, no longer part of the stream,
+ *		loses the TRUNCATE trigger it was given (PostgreSQL drops the cloned
+ *		row triggers itself).  Dropped as the extension's owner: detaching
+ *		needs only ownership of the stream table.
+ */
+void
+stream_partition_detached_end(Oid relid)
+{
+	if (get_rel_relkind(relid) == RELKIND_RELATION &&
+		OidIsValid(get_trigger_oid(relid, "stream_seq_truncate", true)))
+		stream_catalog_exec(psprintf("DROP TRIGGER stream_seq_truncate ON %s",
+									 qualified(relid)),
+							0, NULL, NULL, NULL, 0, NULL);
+}
+
+/*
  * stream_check_attached
  *		After ALTER TABLE ... ATTACH PARTITION to stream "stream": refuse a
  *		table that already has rows (their numbers, or their lack of one,

@@ -129,6 +129,9 @@ stream_seq_truncate_trigger(PG_FUNCTION_ARGS)
 									   RelationGetRelid(trigdata->tg_relation));
 		return PointerGetDatum(NULL);
 	}
+	/* a table that left a stream and kept the trigger: nothing to record */
+	if (!stream_catalog_has(RelationGetRelid(trigdata->tg_relation)))
+		return PointerGetDatum(NULL);
 	ref = stream_lookup(RelationGetRelid(trigdata->tg_relation), false);
 	if (!stream_counter_read(ref, &next, &block_end))
 		next = stream_start_counter(ref);

@@ -288,6 +288,7 @@ extern StreamTarget *stream_lookup_target(Relation rel);
 extern Oid	stream_root_of(Oid relid);
 extern char *stream_source(Oid relid);
 extern void stream_partition_detached(Oid stream, Oid relid);
+extern void stream_partition_detached_end(Oid relid);
 extern void stream_check_attached(Oid stream, Oid relid);
 extern void stream_check_partition(Oid stream, Oid relid);
 extern void stream_add_truncate_trigger(Oid relid);

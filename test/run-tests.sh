@@ -8,7 +8,8 @@ set -euo pipefail
 cd "$(dirname "$0")/.."
 
 . test/packages.sh
-need_packages postgresql-15 postgresql-server-dev-15 libipc-run-perl make gcc pgbouncer spin
+need_packages postgresql-15 postgresql-server-dev-15 libipc-run-perl make gcc pgbouncer spin \
+	postgresql-15-partman
 
 # the standby horizon protocol, model-checked (about 30 s)
 test/check-model.sh

@@ -1,0 +1,204 @@
+-- Partitioned streams: enable() on a partitioned table, numbers across
+-- partitions, partitions created and attached later, what is refused,
+-- sealing, retention by partition, pages that skip sealed partitions,
+-- and all of it as an ordinary role that owns the table
+SET client_min_messages = warning;
+CREATE EXTENSION IF NOT EXISTS stream_seq;
+\set SHOW_CONTEXT never
+CREATE ROLE part_owner LOGIN;
+CREATE ROLE part_reader LOGIN;
+GRANT USAGE, CREATE ON SCHEMA public TO part_owner;
+GRANT USAGE ON SCHEMA stream_seq TO part_owner, part_reader;
+SET ROLE part_owner;
+
+-- existing rows are numbered (above the numbers they already have), and
+-- every partition gets the triggers, the index and the TRUNCATE trigger
+CREATE TABLE pe (id int, day int NOT NULL, payload text, seq bigint)
+  PARTITION BY RANGE (day);
+CREATE TABLE pe_1 PARTITION OF pe FOR VALUES FROM (1) TO (2);
+CREATE TABLE pe_2 PARTITION OF pe FOR VALUES FROM (2) TO (3);
+INSERT INTO pe VALUES (1, 1, 'old', 7), (2, 2, 'older', NULL);
+SELECT stream_seq.enable('pe');
+SELECT tableoid::regclass, id, seq FROM pe ORDER BY seq;
+SELECT tgrelid::regclass, tgname FROM pg_trigger
+ WHERE tgname LIKE 'stream\_seq\_%' ORDER BY tgrelid::regclass::text, tgname;
+SELECT indrelid::regclass, indisunique, pg_get_expr(indpred, indrelid) AS pred
+  FROM pg_index WHERE indrelid IN ('pe'::regclass, 'pe_1'::regclass, 'pe_2'::regclass)
+ ORDER BY indrelid::regclass::text;
+
+-- one counter for the stream, whichever partition a row goes to; a row
+-- inserted early into one partition and committed last gets the highest
+BEGIN;
+INSERT INTO pe (id, day, payload) VALUES (3, 1, 'first in, last out');
+SAVEPOINT s;
+INSERT INTO pe (id, day, payload) VALUES (4, 2, 'rolled back');
+ROLLBACK TO SAVEPOINT s;
+SELECT stream_seq.horizon('pe');
+COMMIT;
+INSERT INTO pe (id, day, payload) VALUES (5, 2, 'b'), (6, 1, 'c');
+SELECT tableoid::regclass, id, seq FROM pe ORDER BY seq;
+SELECT stream_seq.horizon('pe');
+
+-- a partition created later is followed; its column may not get a
+-- default or NOT NULL of its own, and it may not be unlogged
+CREATE TABLE pe_3 PARTITION OF pe FOR VALUES FROM (3) TO (4);
+INSERT INTO pe (id, day, payload) VALUES (7, 3, 'new partition');
+SELECT tableoid::regclass, id, seq FROM pe WHERE id = 7;
+ALTER TABLE pe_3 ALTER COLUMN seq SET DEFAULT 1;
+\echo :LAST_ERROR_SQLSTATE
+CREATE UNLOGGED TABLE pe_u PARTITION OF pe FOR VALUES FROM (90) TO (91);
+\echo :LAST_ERROR_SQLSTATE
+CREATE TABLE pe_d PARTITION OF pe (seq DEFAULT 5) FOR VALUES FROM (91) TO (92);
+\echo :LAST_ERROR_SQLSTATE
+
+-- a number written by hand is refused, in any partition
+INSERT INTO pe (id, day, payload, seq) VALUES (8, 3, 'by hand', 100);
+\echo :LAST_ERROR_SQLSTATE
+INSERT INTO pe_3 (id, day, payload, seq) VALUES (8, 3, 'by hand', 100);
+\echo :LAST_ERROR_SQLSTATE
+
+-- attaching: an empty table is followed; one with rows is refused, with
+-- or without numbers; so is a stream table
+CREATE TABLE pe_4 (LIKE pe);
+INSERT INTO pe_4 VALUES (9, 4, 'carries a number', 3);
+ALTER TABLE pe ATTACH PARTITION pe_4 FOR VALUES FROM (4) TO (5);
+\echo :LAST_ERROR_SQLSTATE
+UPDATE pe_4 SET seq = NULL;
+ALTER TABLE pe ATTACH PARTITION pe_4 FOR VALUES FROM (4) TO (5);
+\echo :LAST_ERROR_SQLSTATE
+TRUNCATE pe_4;
+ALTER TABLE pe ATTACH PARTITION pe_4 FOR VALUES FROM (4) TO (5);
+SELECT tgname FROM pg_trigger WHERE tgrelid = 'pe_4'::regclass ORDER BY 1;
+CREATE TABLE pe_5 (LIKE pe);
+SELECT stream_seq.enable('pe_5');
+ALTER TABLE pe ATTACH PARTITION pe_5 FOR VALUES FROM (5) TO (6);
+\echo :LAST_ERROR_SQLSTATE
+SELECT stream_seq.disable('pe_5');
+DROP TABLE pe_5;
+INSERT INTO pe (id, day, payload) VALUES (10, 4, 'attached');
+SELECT tableoid::regclass, id, seq FROM pe WHERE id = 10;
+
+-- a partition cannot be a stream on its own; a stream with duplicate
+-- numbers across partitions is refused
+SELECT stream_seq.enable('pe_1');
+\echo :LAST_ERROR_SQLSTATE
+CREATE TABLE pdup (day int NOT NULL, seq bigint) PARTITION BY LIST (day);
+CREATE TABLE pdup_1 PARTITION OF pdup FOR VALUES IN (1);
+CREATE TABLE pdup_2 PARTITION OF pdup FOR VALUES IN (2);
+INSERT INTO pdup VALUES (1, 5), (2, 5);
+SELECT stream_seq.enable('pdup');
+\echo :LAST_ERROR_SQLSTATE
+SELECT count(*) FROM stream_seq.stream WHERE relid = 'pdup'::regclass;
+
+-- sealing: partitions before the newest one with rows; a sealed partition
+-- takes no more rows, and its range is recorded
+SELECT stream_seq.seal_partitions('pe');
+SELECT partition, lowest, highest FROM stream_seq.partition_range ORDER BY lowest;
+INSERT INTO pe (id, day, payload) VALUES (11, 1, 'late');
+\echo :LAST_ERROR_SQLSTATE
+SELECT stream_seq.seal_partitions('pe');
+-- list and hash partitions have no order to seal or drop by
+UPDATE pdup SET seq = NULL WHERE day = 2;
+SELECT stream_seq.enable('pdup');
+SELECT stream_seq.seal_partitions('pdup');
+\echo :LAST_ERROR_SQLSTATE
+SELECT stream_seq.drop_partitions('pdup');
+\echo :LAST_ERROR_SQLSTATE
+DROP TABLE pdup;
+
+-- pages: the same rows from page() and read() as from the plain query,
+-- without the sealed partitions the cursor has passed
+SELECT stream_seq._page_source('pe', 0) LIKE '%pe_1%' AS reads_pe_1;
+SELECT stream_seq._page_source('pe', 8) LIKE '%pe_1%' AS reads_pe_1,
+       stream_seq._page_source('pe', 8) LIKE '%pe_2%' AS reads_pe_2;
+SELECT seq, "row"->>'id' AS id FROM stream_seq.page('pe', 0);
+SELECT seq, "row"->>'id' AS id FROM stream_seq.page('pe', 9, 2);
+SELECT seq FROM pe WHERE seq > 9 AND seq < stream_seq.horizon('pe') ORDER BY seq LIMIT 2;
+SELECT stream_seq.page('pe', NULL);
+\echo :LAST_ERROR_SQLSTATE
+SELECT stream_seq.page('pe', 0, 0);
+\echo :LAST_ERROR_SQLSTATE
+SELECT count(*) FROM stream_seq.page('pe', -9223372036854775808);
+SELECT count(*) FROM stream_seq.page('pe', 9223372036854775807);
+SELECT stream_seq.page('pe_1', 0);
+\echo :LAST_ERROR_SQLSTATE
+
+-- a reader with SELECT on the stream only reads through the parent (no
+-- privilege on the partitions): the same rows
+GRANT SELECT ON pe TO part_reader;
+SET ROLE part_reader;
+SELECT stream_seq._page_source('pe', 8) = 'public.pe' AS through_parent;
+SELECT seq FROM stream_seq.page('pe', 9);
+SET ROLE part_reader;
+SELECT stream_seq.drop_partitions('pe');
+\echo :LAST_ERROR_SQLSTATE
+SELECT stream_seq.seal_partitions('pe');
+\echo :LAST_ERROR_SQLSTATE
+RESET ROLE;
+SET ROLE part_owner;
+
+-- retention: never past a consumer unless forced, never the partitions
+-- from the newest one with rows on; first() moves past what was dropped
+SELECT stream_seq.create_consumer('pe', 'slow');
+SELECT stream_seq.drop_partitions('pe');
+SELECT stream_seq.first('pe');
+SELECT stream_seq.advance('pe', 'slow', 8);
+SELECT stream_seq.drop_partitions('pe');
+SELECT stream_seq.first('pe'), to_regclass('pe_1') AS pe_1, to_regclass('pe_2') AS pe_2;
+SELECT partition, lowest, highest FROM stream_seq.partition_range ORDER BY lowest;
+SELECT stream_seq.drop_partitions('pe', NULL);
+\echo :LAST_ERROR_SQLSTATE
+SELECT stream_seq.drop_partitions('pe_3');
+\echo :LAST_ERROR_SQLSTATE
+SELECT stream_seq.drop_partitions('pe', force => true, keep_tables => true);
+SELECT stream_seq.first('pe'), to_regclass('pe_2') IS NOT NULL AS pe_2_kept,
+       (SELECT count(*) FROM pg_inherits WHERE inhrelid = 'pe_2'::regclass) AS attached;
+SELECT seq, "row"->>'id' AS id FROM stream_seq.read('pe', 'slow');
+\echo :LAST_ERROR_SQLSTATE
+-- a detached table is an ordinary table again
+SELECT count(*) FROM pg_trigger WHERE tgrelid = 'pe_2'::regclass;
+TRUNCATE pe_2;
+DROP TABLE pe_1, pe_2, pe_3;
+
+-- DETACH, DROP TABLE and TRUNCATE of a partition move first() past its
+-- highest number
+CREATE TABLE pe_6 PARTITION OF pe FOR VALUES FROM (6) TO (7);
+CREATE TABLE pe_7 PARTITION OF pe FOR VALUES FROM (7) TO (8);
+CREATE TABLE pe_8 PARTITION OF pe FOR VALUES FROM (8) TO (9);
+INSERT INTO pe (id, day, payload) VALUES (12, 6, 'x'), (13, 7, 'y'), (14, 8, 'z');
+SELECT tableoid::regclass, id, seq FROM pe WHERE id >= 12 ORDER BY seq;
+ALTER TABLE pe DETACH PARTITION pe_6;
+SELECT stream_seq.first('pe');
+SELECT count(*) FROM pg_trigger WHERE tgrelid = 'pe_6'::regclass;
+DROP TABLE pe_7;
+SELECT stream_seq.first('pe');
+TRUNCATE pe_8;
+SELECT stream_seq.first('pe');
+-- an empty partition leaving moves nothing
+CREATE TABLE pe_9 PARTITION OF pe FOR VALUES FROM (9) TO (10);
+DROP TABLE pe_9;
+SELECT stream_seq.first('pe');
+DROP TABLE pe_6;
+
+-- the highest number survives partitions leaving: numbering continues
+INSERT INTO pe (id, day, payload) VALUES (15, 8, 'after');
+SELECT seq > 14 AS above FROM pe WHERE id = 15;
+
+-- disable() takes every trigger off every partition; enable() again
+-- continues above every number handed out
+SELECT stream_seq.disable('pe');
+SELECT count(*) FROM pg_trigger WHERE tgname LIKE 'stream\_seq\_%';
+SELECT stream_seq.enable('pe');
+INSERT INTO pe (id, day, payload) VALUES (16, 8, 'again');
+SELECT seq > 15 AS above FROM pe WHERE id = 16;
+SELECT count(*) FROM pg_trigger WHERE tgname LIKE 'stream\_seq\_%';
+
+-- DROP TABLE of the stream takes its partitions and its ranges with it
+DROP TABLE pe;
+SELECT count(*) FROM stream_seq.stream;
+SELECT count(*) FROM stream_seq.partition_range;
+RESET ROLE;
+REVOKE ALL ON SCHEMA public FROM part_owner;
+REVOKE ALL ON SCHEMA stream_seq FROM part_owner, part_reader;
+DROP ROLE part_owner;
+DROP ROLE part_reader;
