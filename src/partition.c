@@ -373,9 +373,39 @@ static bool
 partition_number_range(Oid relid, AttrNumber attnum, int64 *lowest,
 					   int64 *highest)
 {
-	Relation	heap = table_open(relid, NoLock);
-	Oid			indexid = index_on_column(heap, attnum);
+	Relation	heap;
+	Oid			indexid;
 	bool		found;
+
+	/* a partition that is partitioned itself: the range of its leaves */
+	if (get_rel_relkind(relid) == RELKIND_PARTITIONED_TABLE)
+	{
+		List	   *leaves = find_all_inheritors(relid, AccessShareLock, NULL);
+		char	   *column = get_attname(relid, attnum, false);
+		ListCell   *lc;
+
+		found = false;
+		foreach(lc, leaves)
+		{
+			Oid			leaf = lfirst_oid(lc);
+			int64		leaf_lowest;
+			int64		leaf_highest;
+
+			if (get_rel_relkind(leaf) != RELKIND_RELATION ||
+				!partition_number_range(leaf, get_attnum(leaf, column),
+										&leaf_lowest, &leaf_highest))
+				continue;
+			if (!found || leaf_lowest < *lowest)
+				*lowest = leaf_lowest;
+			if (!found || leaf_highest > *highest)
+				*highest = leaf_highest;
+			found = true;
+		}
+		return found;
+	}
+
+	heap = table_open(relid, NoLock);
+	indexid = index_on_column(heap, attnum);
 
 	if (OidIsValid(indexid))
 	{
@@ -709,6 +739,14 @@ stream_check_partition(Oid stream, Oid relid)
 	relation_close(rel, AccessShareLock);
 	if (get_rel_relkind(relid) == RELKIND_RELATION)
 		stream_add_truncate_trigger(relid);
+	else
+	{
+		List	   *parts = find_all_inheritors(relid, AccessShareLock, NULL);
+		ListCell   *lc;
+
+		foreach(lc, parts)
+			stream_add_truncate_trigger(lfirst_oid(lc));
+	}
 }
 
 /*
