@@ -150,6 +150,11 @@ SELECT stream_seq.drop_partitions('pe', NULL);
 \echo :LAST_ERROR_SQLSTATE
 SELECT stream_seq.drop_partitions('pe_3');
 \echo :LAST_ERROR_SQLSTATE
+SELECT stream_seq.drop_partitions('pe', retain => -1);
+\echo :LAST_ERROR_SQLSTATE
+SELECT stream_seq.drop_partitions('pe', force => true, retain => 3);
+SELECT stream_seq.drop_partitions('pe', force => true, keep_tables => true, retain => 1);
+SELECT stream_seq.first('pe'), to_regclass('pe_1') IS NOT NULL AS pe_1_kept;
 SELECT stream_seq.drop_partitions('pe', force => true, keep_tables => true);
 SELECT stream_seq.first('pe'), to_regclass('pe_2') IS NOT NULL AS pe_2_kept,
        (SELECT count(*) FROM pg_inherits WHERE inhrelid = 'pe_2'::regclass) AS attached;

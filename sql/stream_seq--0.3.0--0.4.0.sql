@@ -28,12 +28,13 @@ COMMENT ON FUNCTION stream_seq.seal_partitions(regclass) IS
 
 CREATE FUNCTION stream_seq.drop_partitions(stream regclass,
                                            force boolean DEFAULT false,
-                                           keep_tables boolean DEFAULT false)
+                                           keep_tables boolean DEFAULT false,
+                                           retain integer DEFAULT 0)
   RETURNS integer
   AS 'MODULE_PATHNAME', 'stream_seq_drop_partitions'
   LANGUAGE C VOLATILE;
-COMMENT ON FUNCTION stream_seq.drop_partitions(regclass, boolean, boolean) IS
-  'retention by partition: drop (or detach) the oldest partitions whose numbers are all below the horizon and the slowest consumer';
+COMMENT ON FUNCTION stream_seq.drop_partitions(regclass, boolean, boolean, integer) IS
+  'retention by partition: drop (or detach) the oldest partitions, but the newest "retain" of them, whose numbers are all below the horizon and the slowest consumer';
 
 CREATE FUNCTION stream_seq._page_source(stream regclass, after bigint)
   RETURNS text

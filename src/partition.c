@@ -919,9 +919,10 @@ stream_seq_seal_partitions(PG_FUNCTION_ARGS)
 /*
  * stream_seq_drop_partitions
  *		SQL: drop_partitions(stream regclass, force boolean DEFAULT false,
- *		keep_tables boolean DEFAULT false) RETURNS integer: seal the old
- *		partitions, then drop (or only detach, with keep_tables) them
- *		oldest first while every number in the partition is below the
+ *		keep_tables boolean DEFAULT false, retain integer DEFAULT 0)
+ *		RETURNS integer: seal the old partitions, then drop (or only
+ *		detach, with keep_tables) them oldest first, except the "retain"
+ *		newest of them, while every number in the partition is below the
  *		horizon and, unless forced, at or below the slowest consumer's
  *		position; first() moves past each.  Stops at the first partition
  *		that does not qualify.  Returns how many partitions left the stream.
@@ -934,9 +935,11 @@ stream_seq_seal_partitions(PG_FUNCTION_ARGS)
 Datum
 stream_seq_drop_partitions(PG_FUNCTION_ARGS)
 {
-	StreamRef  *ref = partition_retention_start(fcinfo, 3);
+	StreamRef  *ref = partition_retention_start(fcinfo, 4);
 	bool		force = PG_GETARG_BOOL(1);
 	bool		keep_tables = PG_GETARG_BOOL(2);
+	int32		retain = PG_GETARG_INT32(3);
+	int			candidates;
 	List	   *sealed;
 	ListCell   *lc;
 	int64		horizon;
@@ -945,9 +948,14 @@ stream_seq_drop_partitions(PG_FUNCTION_ARGS)
 	bool		has_consumer;
 	int			dropped = 0;
 
+	if (retain < 0)
+		ereport(ERROR,
+				(errcode(ERRCODE_INVALID_PARAMETER_VALUE),
+				 errmsg("retain must not be negative")));
 	seal_old_partitions(ref, &sealed);
 	horizon = stream_statement_horizon(ref);
 	has_consumer = stream_slowest_consumer(ref->relid, &consumer, &position);
+	candidates = list_length(sealed) - retain;
 
 	foreach(lc, sealed)
 	{
@@ -959,6 +967,8 @@ stream_seq_drop_partitions(PG_FUNCTION_ARGS)
 		bool		isnull_highest;
 		char	   *name = qualified(part);
 
+		if (foreach_current_index(lc) >= candidates)
+			break;
 		values[0] = ObjectIdGetDatum(part);
 		range[0] = 0;
 		stream_catalog_exec("SELECT coalesce(highest, -1) FROM stream_seq.partition_range "
