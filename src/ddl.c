@@ -416,10 +416,12 @@ check_stream_table(Oid relid)
  *		INHERITS, ALTER TABLE ... INHERIT): its rows would have no number,
  *		or one written by hand, and reading the parent would return them.
  *		A partition of a partitioned stream is checked instead (it gets the
- *		stream's triggers from PostgreSQL).
+ *		stream's row triggers from PostgreSQL, and the TRUNCATE trigger
+ *		from us when it is created: not on other DDL, such as a restore's
+ *		ALTER TABLE before the dump's own CREATE TRIGGER of it).
  */
 static void
-check_inheritance(Oid relid)
+check_inheritance(Oid relid, CommandTag tag)
 {
 	Relation	inherits;
 	SysScanDesc scan;
@@ -433,7 +435,7 @@ check_inheritance(Oid relid)
 		Oid			stream = stream_root_of(relid);
 
 		if (OidIsValid(stream))
-			stream_check_partition(stream, relid);
+			stream_check_partition(stream, relid, tag == CMDTAG_CREATE_TABLE);
 		return;
 	}
 	inherits = table_open(InheritsRelationId, AccessShareLock);
@@ -539,7 +541,7 @@ check_partition_commands(Oid stream, CollectedCommand *cmd)
 		if (at->subtype == AT_AttachPartition)
 		{
 			stream_check_attached(stream, relid);
-			stream_check_partition(stream, relid);
+			stream_check_partition(stream, relid, true);
 		}
 		else
 		{
@@ -606,13 +608,13 @@ stream_seq_on_ddl_end(PG_FUNCTION_ARGS)
 							 errdetail("It records every number the stream handed out; it must never go back.")));
 				break;
 			case RELKIND_RELATION:
-				check_inheritance(objid);
+				check_inheritance(objid, trigdata->tag);
 				if (stream_table_has_triggers(objid) && stream_catalog_has(objid))
 					check_stream_table(objid);
 				break;
 			case RELKIND_PARTITIONED_TABLE:
 				if (get_rel_relispartition(objid))
-					check_inheritance(objid);
+					check_inheritance(objid, trigdata->tag);
 				if (stream_table_has_triggers(objid) && stream_catalog_has(objid))
 				{
 					check_stream_table(objid);

@@ -705,11 +705,11 @@ stream_partition_truncated(Oid stream, Oid relid)
  * stream_check_partition
  *		After DDL that made "relid" a partition of stream "stream" (CREATE
  *		TABLE ... PARTITION OF, ATTACH PARTITION): its stream column must
- *		take NULL until commit, and the table must be logged.  It gets the
- *		TRUNCATE trigger.
+ *		take NULL until commit, and the table must be logged.  With
+ *		"add_trigger" (a new partition) it gets the TRUNCATE trigger.
  */
 void
-stream_check_partition(Oid stream, Oid relid)
+stream_check_partition(Oid stream, Oid relid, bool add_trigger)
 {
 	StreamRef  *ref = stream_lookup(stream, false);
 	Relation	rel = relation_open(relid, AccessShareLock);
@@ -737,6 +737,8 @@ stream_check_partition(Oid stream, Oid relid)
 						RelationGetRelationName(rel), get_rel_name(stream))));
 	stream_check_no_deferrable_index(rel);
 	relation_close(rel, AccessShareLock);
+	if (!add_trigger)
+		return;
 	if (get_rel_relkind(relid) == RELKIND_RELATION)
 		stream_add_truncate_trigger(relid);
 	else

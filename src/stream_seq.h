@@ -290,7 +290,7 @@ extern char *stream_source(Oid relid);
 extern void stream_partition_detached(Oid stream, Oid relid);
 extern void stream_partition_detached_end(Oid relid);
 extern void stream_check_attached(Oid stream, Oid relid);
-extern void stream_check_partition(Oid stream, Oid relid);
+extern void stream_check_partition(Oid stream, Oid relid, bool add_trigger);
 extern void stream_add_truncate_trigger(Oid relid);
 extern void stream_partition_truncated(Oid stream, Oid relid);
 extern void stream_partition_dropped(Oid relid);
