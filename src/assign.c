@@ -19,6 +19,12 @@
  * no SPI, no user triggers, no executor per row, and no uniqueness check
  * for indexes whose key the number does not change.
  *
+ * On a partitioned stream the triggers fire on the partition a row went
+ * to (PostgreSQL clones them from the partitioned table): the reservation
+ * is the stream's (XactStream, one per stream), the writer the
+ * partition's (XactWriter, one per table rows were inserted into), and a
+ * sealed partition refuses the row (partition.c).
+ *
  * The transaction's state follows savepoints: whether a disabled or
  * dropped stream's shared slot is freed is decided at pre-commit from the
  * catalog, which rolls back with the savepoint.  A stream row inserted

@@ -36,7 +36,15 @@
  * Locks, in the order they are taken:
  *	1. heavyweight locks: the stream table's (DDL, enable(), disable(),
  *	   TRUNCATE) and its head sequence's ShareUpdateExclusiveLock, which
- *	   serializes block refills (counter.c);
+ *	   serializes block refills (counter.c).  On a partitioned stream,
+ *	   writers lock the partitioned table, then the partition (PostgreSQL's
+ *	   order); sealing takes ShareLock on an old partition only (waiting
+ *	   for its writers), and drop_partitions() then DETACH's ACCESS
+ *	   EXCLUSIVE lock on the partitioned table: the reverse order, so a
+ *	   writer routing a late row into a partition being sealed can deadlock
+ *	   with drop_partitions(); PostgreSQL's deadlock detector ends one of
+ *	   them, and the late row would have been refused by the seal anyway
+ *	   (partition.c);
  *	2. the global LWLock ("shared->lock"): slot identity and allocation;
  *	3. one slot's LWLock.
  * A slot lock is taken with or without the global lock, never the global
