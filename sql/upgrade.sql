@@ -29,8 +29,22 @@ SELECT stream_seq.enable('up2');
 INSERT INTO up2 VALUES ('under 0.2.0');
 SELECT last_value AS old_head FROM up2_seq_stream_head \gset
 
+ALTER EXTENSION stream_seq UPDATE TO '0.3.0';
+-- 0.3.0's read() cannot read a partitioned table: enable() refuses one
+-- until the update
+CREATE TABLE up_parted (day int NOT NULL, payload text) PARTITION BY RANGE (day);
+CREATE TABLE up_parted_1 PARTITION OF up_parted FOR VALUES FROM (1) TO (2);
+SELECT stream_seq.enable('up_parted');
+\echo :LAST_ERROR_SQLSTATE
+
 ALTER EXTENSION stream_seq UPDATE;
 SELECT extversion FROM pg_extension WHERE extname = 'stream_seq';
+SELECT stream_seq.enable('up_parted');
+INSERT INTO up_parted (day, payload) VALUES (1, 'partitioned, 0.4.0');
+SELECT stream_seq.create_consumer('up_parted', 'pc');
+SELECT seq, "row"->>'payload' AS payload FROM stream_seq.read('up_parted', 'pc');
+SELECT stream_seq.disable('up_parted');
+DROP TABLE up_parted;
 
 -- the streams, their numbers and their consumer survive
 INSERT INTO up VALUES ('under 0.3.0');

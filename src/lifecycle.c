@@ -234,7 +234,10 @@ check_enable_locked(Oid relid)
 				 errmsg("table \"%s\" is already a stream table",
 						get_rel_name(relid))));
 	if (get_rel_relkind(relid) == RELKIND_PARTITIONED_TABLE)
+	{
+		stream_check_partitions_supported();
 		check_enable_partitions(relid);
+	}
 	else if (find_inheritance_children(relid, NoLock) != NIL)
 		ereport(ERROR,
 				(errcode(ERRCODE_FEATURE_NOT_SUPPORTED),

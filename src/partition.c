@@ -124,6 +124,22 @@ partition_range_table(void)
 }
 
 /*
+ * stream_check_partitions_supported
+ *		Refuse to make a partitioned table a stream while the database has
+ *		the SQL objects of a version before 0.4.0: their read() reads a
+ *		stream table with ONLY, which finds no row of a partitioned one.
+ */
+void
+stream_check_partitions_supported(void)
+{
+	if (!OidIsValid(partition_range_table()))
+		ereport(ERROR,
+				(errcode(ERRCODE_OBJECT_NOT_IN_PREREQUISITE_STATE),
+				 errmsg("the stream_seq extension must be updated to make a partitioned table a stream table"),
+				 errhint("Run ALTER EXTENSION stream_seq UPDATE.")));
+}
+
+/*
  * partition_is_sealed
  *		Whether a partition has a row in stream_seq.partition_range, as
  *		the latest snapshot sees it.

@@ -285,6 +285,7 @@ extern void stream_check_trim(StreamRef *ref, int64 before, bool force);
 
 /* partition.c */
 extern StreamTarget *stream_lookup_target(Relation rel);
+extern void stream_check_partitions_supported(void);
 extern Oid	stream_root_of(Oid relid);
 extern char *stream_source(Oid relid);
 extern void stream_partition_detached(Oid stream, Oid relid);
