@@ -66,14 +66,23 @@
 #     per transaction with the standby records against the build before
 #     them, BENCH_REPLICA_BASE (bench/compare_builds.sh, its own clusters,
 #     BENCH_REPLICA_ROUNDS rounds of BENCH_SECONDS)
+#  11 partitioned streams (bench/partition_bench.sh, its own cluster): a
+#     100-row page read with the plain horizon-bounded query and with
+#     stream_seq.page(), random and tail cursors, on partitioned streams
+#     (sealed partitions) against a single table of the same rows: 3 million
+#     rows in 1, 30 and 300 partitions and 10 million in 100; and retention
+#     of one partition by drop_partitions() against trim() of the same rows
+#     (time, WAL, dead tuples, size); sizes and run lengths from its
+#     PARTITION_BENCH_* variables
 # Prints the tables, writes them to bench/results.md, draws
 # bench/throughput.png (gnuplot) and keeps the raw numbers in bench/out/.
 #
 # As root it installs the Debian packages it needs (postgresql-15,
 # postgresql-server-dev-15, make, gcc, python3-psycopg2, gnuplot-nox,
 # postgresql-15-pgq3); otherwise it prints the apt-get command.
-# Environment (defaults in parentheses; the defaults take about 38 minutes,
-# figure 1 half of it, figure 8 ten minutes, figure 9 two, figure 10 six):
+# Environment (defaults in parentheses; the defaults take about 46 minutes,
+# figure 1 nineteen, figure 8 ten, figure 9 two, figure 10 six,
+# figure 11 eight):
 #   BENCH_SECONDS (5)          length of a figure 1 run; figure 4's runs
 #                              last twice as long
 #   BENCH_REPS (3)             rounds of figure 1, runs of figure 4
@@ -81,7 +90,7 @@
 #                              1-client rows (about 7 more minutes)
 #   BENCH_CONTENDERS ("serial xid8 lock pgq stream serial_pk stream_pk")
 #                              contenders of figures 1-3 and 7
-#   BENCH_FIGURES ("1 2 3 4 6 7 8 9 10"; 5 comes with 2 and 3)
+#   BENCH_FIGURES ("1 2 3 4 6 7 8 9 10 11"; 5 comes with 2 and 3)
 #   BENCH_LAG_SECONDS (8)      figure 2 run length
 #   BENCH_STALL_SECONDS (10)   figure 3: how long the transaction stays open
 #   BENCH_COST_ROWS (50000)    figure 7: rows written per measurement
@@ -114,7 +123,7 @@ SECS=${BENCH_SECONDS:-5}
 REPS=${BENCH_REPS:-3}
 CLIENTS=${BENCH_CLIENTS:-"8 32"}
 CONTENDERS=${BENCH_CONTENDERS:-"serial xid8 lock pgq stream serial_pk stream_pk"}
-FIGURES=${BENCH_FIGURES:-"1 2 3 4 6 7 8 9 10"}
+FIGURES=${BENCH_FIGURES:-"1 2 3 4 6 7 8 9 10 11"}
 REPLICA_SECS=${BENCH_REPLICA_SECONDS:-15}
 REPLICA_BASE=${BENCH_REPLICA_BASE:-b43a230}
 REPLICA_ROUNDS=${BENCH_REPLICA_ROUNDS:-5}
@@ -587,7 +596,30 @@ if has_figure 10; then
 	log "figure 10: replica reads done"
 fi
 
+#
+# Figure 11: partitioned streams, by bench/partition_bench.sh on a cluster
+# of its own (its raw numbers in bench/out/partition/)
+#
+PARTITION_MD=$OUT/partition.md
+: >"$PARTITION_MD"
+if has_figure 11; then
+	{
+		echo
+		echo "## Figure 11: partitioned streams"
+		echo
+		echo "bench/partition_bench.sh:"
+		echo
+		if PARTITION_BENCH_OUT="$OUT/partition" PGBIN="$PGBIN" STREAM_SEQ_SKIP_BUILD=1 \
+			"$BENCH_DIR/partition_bench.sh" >"$OUT/partition_bench.log" 2>&1; then
+			cat "$OUT/partition/summary.md"
+		else
+			echo "(partition_bench.sh failed: see bench/out/partition_bench.log)"
+		fi
+	} >"$PARTITION_MD"
+	log "figure 11: partitioned streams done"
+fi
+
 "$PY" "$BENCH_DIR/report.py" "$OUT" "$BENCH_DIR/results.md" "$BENCH_DIR/throughput.png"
-cat "$REPLICA_MD" >>"$BENCH_DIR/results.md"
-cat "$REPLICA_MD"
+cat "$REPLICA_MD" "$PARTITION_MD" >>"$BENCH_DIR/results.md"
+cat "$REPLICA_MD" "$PARTITION_MD"
 log "done"

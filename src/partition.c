@@ -59,6 +59,7 @@
 #include "utils/memutils.h"
 #include "utils/rel.h"
 #include "utils/snapmgr.h"
+#include "utils/syscache.h"
 
 #include "stream_seq.h"
 
@@ -619,20 +620,20 @@ note_dropped_partition(Oid relid)
 
 	if (relkind == RELKIND_INDEX)
 	{
-		Relation	heap = table_open(table, NoLock);
+		Relation	heap = table_open(table, AccessShareLock);
 		Relation	index = index_open(relid, NoLock);
 
 		if (index->rd_rel->relam != BTREE_AM_OID ||
 			index->rd_index->indkey.values[0] != attnum)
 		{
 			index_close(index, NoLock);
-			table_close(heap, NoLock);
+			table_close(heap, AccessShareLock);
 			return;
 		}
 		found = index_end_number(heap, index, attnum, BackwardScanDirection,
 								 &highest);
 		index_close(index, NoLock);
-		table_close(heap, NoLock);
+		table_close(heap, AccessShareLock);
 	}
 	else
 	{
@@ -1080,8 +1081,12 @@ stream_seq_page_source(PG_FUNCTION_ARGS)
 									  2, argtypes, values, 1, &pruned);
 	}
 
+	/*
+	 * The partitions are listed without locks, and only those read are
+	 * locked (as the query will): one dropped meanwhile is left out.
+	 */
 	initStringInfo(&source);
-	leaves = find_all_inheritors(relid, AccessShareLock, NULL);
+	leaves = find_all_inheritors(relid, NoLock, NULL);
 	foreach(lc, leaves)
 	{
 		Oid			leaf = lfirst_oid(lc);
@@ -1099,6 +1104,12 @@ stream_seq_page_source(PG_FUNCTION_ARGS)
 		}
 		if (skip)
 			continue;
+		LockRelationOid(leaf, AccessShareLock);
+		if (!SearchSysCacheExists1(RELOID, ObjectIdGetDatum(leaf)))
+		{
+			UnlockRelationOid(leaf, AccessShareLock);
+			continue;
+		}
 		if (pg_class_aclcheck(leaf, GetUserId(), ACL_SELECT) != ACLCHECK_OK)
 		{
 			direct = false;
