@@ -200,6 +200,29 @@ SELECT count(*) FROM pg_trigger WHERE tgname LIKE 'stream\_seq\_%';
 
 -- DROP TABLE of the stream takes its partitions and its ranges with it
 DROP TABLE pe;
+
+-- number ranges come from an index only when it holds every numbered row:
+-- not from a partial one; a descending one is read from its other end
+CREATE TABLE pi (day int NOT NULL, payload int, seq bigint) PARTITION BY RANGE (day);
+CREATE INDEX ON pi (seq) WHERE payload < 3;
+CREATE INDEX ON pi (seq DESC);
+SELECT stream_seq.enable('pi');
+CREATE TABLE pi_1 PARTITION OF pi FOR VALUES FROM (1) TO (2);
+CREATE TABLE pi_2 PARTITION OF pi FOR VALUES FROM (2) TO (3);
+CREATE TABLE pi_3 PARTITION OF pi FOR VALUES FROM (3) TO (4);
+INSERT INTO pi SELECT 1, g FROM generate_series(1, 5) g;
+INSERT INTO pi SELECT 2, g FROM generate_series(6, 8) g;
+INSERT INTO pi SELECT 3, g FROM generate_series(9, 10) g;
+SELECT stream_seq.create_consumer('pi', 'c', 2);
+SELECT stream_seq.seal_partitions('pi');
+SELECT partition, lowest, highest FROM stream_seq.partition_range ORDER BY lowest;
+SELECT string_agg(seq::text, ',' ORDER BY seq) FROM stream_seq.page('pi', 2);
+SELECT stream_seq.drop_partitions('pi');
+DROP TABLE pi_1;
+SELECT stream_seq.first('pi');
+SELECT count(*) FROM stream_seq.read('pi', 'c');
+\echo :LAST_ERROR_SQLSTATE
+DROP TABLE pi;
 SELECT count(*) FROM stream_seq.stream;
 SELECT count(*) FROM stream_seq.partition_range;
 RESET ROLE;

@@ -37,6 +37,8 @@
 #include "access/tableam.h"
 #include "access/xact.h"
 #include "catalog/index.h"
+#include "catalog/pg_index.h"
+#include "nodes/primnodes.h"
 #include "catalog/objectaccess.h"
 #include "catalog/partition.h"
 #include "catalog/pg_am.h"
@@ -275,10 +277,38 @@ qualified(Oid relid)
 }
 
 /*
+ * index_orders_column
+ *		Whether btree "index" has every row with a number, in the order of
+ *		column "attnum": its first key column is "attnum", and it has no
+ *		predicate but "attnum IS NOT NULL" (the index enable() makes).
+ *		Only then do its two ends give a partition's lowest and highest
+ *		number; a partial index would miss rows.  (A descending one has
+ *		them at the other ends: index_end_number turns round.)
+ */
+static bool
+index_orders_column(Relation index, AttrNumber attnum)
+{
+	List	   *pred;
+	NullTest   *test;
+
+	if (index->rd_rel->relam != BTREE_AM_OID ||
+		!index->rd_index->indisvalid ||
+		index->rd_index->indkey.values[0] != attnum)
+		return false;
+	pred = RelationGetIndexPredicate(index);
+	if (pred == NIL)
+		return true;
+	if (list_length(pred) != 1 || !IsA(linitial(pred), NullTest))
+		return false;
+	test = (NullTest *) linitial(pred);
+	return test->nulltesttype == IS_NOT_NULL && IsA(test->arg, Var) &&
+		((Var *) test->arg)->varattno == attnum;
+}
+
+/*
  * index_on_column
- *		A valid btree index of "rel" whose first key column is "attnum":
- *		what the number range of a partition is read from.  InvalidOid if
- *		there is none.
+ *		An index of "rel" that gives the number range of a partition (see
+ *		index_orders_column).  InvalidOid if there is none.
  */
 static Oid
 index_on_column(Relation rel, AttrNumber attnum)
@@ -292,9 +322,7 @@ index_on_column(Relation rel, AttrNumber attnum)
 		Oid			indexid = lfirst_oid(lc);
 		Relation	index = index_open(indexid, AccessShareLock);
 
-		if (index->rd_rel->relam == BTREE_AM_OID &&
-			index->rd_index->indisvalid &&
-			index->rd_index->indkey.values[0] == attnum)
+		if (index_orders_column(index, attnum))
 			result = indexid;
 		index_close(index, AccessShareLock);
 		if (OidIsValid(result))
@@ -320,6 +348,10 @@ index_end_number(Relation heap, Relation index, AttrNumber attnum,
 	ScanKeyData key;
 	bool		found = false;
 
+	/* a descending index has the lowest number at its end */
+	if ((index->rd_indoption[0] & INDOPTION_DESC) != 0)
+		direction = (direction == ForwardScanDirection) ?
+			BackwardScanDirection : ForwardScanDirection;
 	ScanKeyEntryInitialize(&key, SK_ISNULL | SK_SEARCHNOTNULL, 1,
 						   InvalidStrategy, InvalidOid, InvalidOid,
 						   InvalidOid, (Datum) 0);
@@ -623,8 +655,7 @@ note_dropped_partition(Oid relid)
 		Relation	heap = table_open(table, AccessShareLock);
 		Relation	index = index_open(relid, NoLock);
 
-		if (index->rd_rel->relam != BTREE_AM_OID ||
-			index->rd_index->indkey.values[0] != attnum)
+		if (!index_orders_column(index, attnum))
 		{
 			index_close(index, NoLock);
 			table_close(heap, AccessShareLock);
