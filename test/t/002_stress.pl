@@ -16,7 +16,9 @@
 #
 # - Ten stream tables t1..t10 are written, so that a reader going round all
 #   of them needs horizons for more streams and snapshots in one transaction
-#   than a small per-backend cache would hold.  Eight pgbench clients run
+#   than a small per-backend cache would hold.  Three of them (t2, t9, t10)
+#   are partitioned (by hash of id, three partitions each): a transaction's
+#   rows go to several partitions, numbered from the stream's one counter.  Eight pgbench clients run
 #   short random transactions of 1-5 rows into a random table, most
 #   sleeping a few ms before COMMIT, some ending in ROLLBACK.  Some write a
 #   second statement or a second table; some roll back a savepoint; some
@@ -81,7 +83,19 @@ CREATE EXTENSION stream_seq;
 DO $$
 BEGIN
     FOR i IN 1 .. %NTABLES% LOOP
-        EXECUTE format('CREATE TABLE %I (id bigserial PRIMARY KEY, payload text)', 't' || i);
+        IF i IN (2, 9, 10) THEN
+            -- partitioned streams: rows of one transaction go to several
+            -- partitions; t2 is also the one dropped and restored
+            EXECUTE format('CREATE TABLE %I (id bigserial PRIMARY KEY, payload text)
+                            PARTITION BY HASH (id)', 't' || i);
+            FOR j IN 0 .. 2 LOOP
+                EXECUTE format('CREATE TABLE %I PARTITION OF %I
+                                FOR VALUES WITH (MODULUS 3, REMAINDER %s)',
+                               't' || i || '_' || j, 't' || i, j);
+            END LOOP;
+        ELSE
+            EXECUTE format('CREATE TABLE %I (id bigserial PRIMARY KEY, payload text)', 't' || i);
+        END IF;
         PERFORM stream_seq.enable(('t' || i)::regclass);
     END LOOP;
 END;
@@ -600,6 +614,8 @@ SELECT (SELECT count(*) FROM stream_seq.streams WHERE stream = '$tab'::regclass)
        (SELECT seq > (SELECT max(seq) FROM $tab WHERE payload <> 'after the run')
           FROM $tab WHERE payload = 'after the run')});
 		is($listed, 1, "$label: $tab is still a stream after rolled-back DDL");
+		is($node->safe_psql('postgres', "SELECT stream_seq.first('$tab')"), '1',
+			"$label: $tab starts at 1: no rolled-back drop of it or of its partitions recorded a trim");
 		is($above, 't', "$label: $tab numbers new rows after rolled-back DDL");
 	}
 
