@@ -201,6 +201,58 @@ SELECT count(*) FROM pg_trigger WHERE tgname LIKE 'stream\_seq\_%';
 -- DROP TABLE of the stream takes its partitions and its ranges with it
 DROP TABLE pe;
 
+-- page() reads the same rows as the reading query on the parent, for
+-- every cursor and page size: sealed partitions holding consecutive days,
+-- rows of day 2 and day 4 committed while later days were written (their
+-- ranges overlap the next ones), rows deleted, an unsealed partition
+CREATE TABLE pq (day int NOT NULL, n int, seq bigint) PARTITION BY RANGE (day);
+SELECT stream_seq.enable('pq');
+SELECT format('CREATE TABLE pq_%s PARTITION OF pq FOR VALUES FROM (%s) TO (%s)', d, d, d + 1)
+  FROM generate_series(1, 6) d \gexec
+DO $$
+BEGIN
+    FOR i IN 1 .. 90 LOOP
+        INSERT INTO pq (day, n) VALUES ((i - 1) / 18 + 1, i);
+        IF i IN (40, 45, 80) THEN
+            INSERT INTO pq (day, n) VALUES (CASE WHEN i < 80 THEN 2 ELSE 4 END, -i);
+        END IF;
+        COMMIT;
+    END LOOP;
+END $$;
+DELETE FROM pq WHERE n % 7 = 0;
+INSERT INTO pq (day, n) VALUES (6, 0);
+SELECT stream_seq.seal_partitions('pq');
+INSERT INTO pq (day, n) VALUES (6, 100);
+SELECT partition, lowest, highest FROM stream_seq.partition_range
+ WHERE stream = 'pq'::regclass ORDER BY lowest;
+CREATE TEMP TABLE page_checks (after bigint, size int, by_page text, by_query text);
+DO $$
+DECLARE
+    page_size int;
+BEGIN
+    FOR cursor_at IN 0 .. 97 LOOP
+        FOREACH page_size IN ARRAY ARRAY[1, 2, 3, 7, 40] LOOP
+            INSERT INTO page_checks
+            SELECT cursor_at, page_size,
+                   (SELECT string_agg(seq::text, ',' ORDER BY seq)
+                      FROM stream_seq.page('pq', cursor_at, page_size)),
+                   (SELECT string_agg(seq::text, ',' ORDER BY seq)
+                      FROM (SELECT seq FROM pq
+                             WHERE seq > cursor_at AND seq < stream_seq.horizon('pq')
+                             ORDER BY seq LIMIT page_size) q);
+        END LOOP;
+    END LOOP;
+END $$;
+SELECT count(*) AS pages,
+       count(*) FILTER (WHERE by_page IS DISTINCT FROM by_query) AS different
+  FROM page_checks;
+-- a small page reads the partition holding the next numbers, the sealed
+-- ones whose range reaches into the page, and the unsealed one
+SELECT after, size, regexp_replace(stream_seq._page_source('pq', after, size),
+                                   '.*?FROM ONLY public\.(pq_\d)', ' \1', 'g') AS reads
+  FROM (VALUES (0, 3), (20, 3), (36, 5), (60, 40), (60, NULL)) v(after, size);
+DROP TABLE pq, page_checks;
+
 -- number ranges come from an index only when it holds every numbered row:
 -- not from a partial one; a descending one is read from its other end
 CREATE TABLE pi (day int NOT NULL, payload int, seq bigint) PARTITION BY RANGE (day);

@@ -36,12 +36,13 @@ CREATE FUNCTION stream_seq.drop_partitions(stream regclass,
 COMMENT ON FUNCTION stream_seq.drop_partitions(regclass, boolean, boolean, integer) IS
   'retention by partition: drop (or detach) the oldest partitions, but the newest "retain" of them, whose numbers are all below the horizon and the slowest consumer';
 
-CREATE FUNCTION stream_seq._page_source(stream regclass, after bigint)
+CREATE FUNCTION stream_seq._page_source(stream regclass, after bigint,
+                                       max_rows integer DEFAULT NULL)
   RETURNS text
   AS 'MODULE_PATHNAME', 'stream_seq_page_source'
   LANGUAGE C STABLE;
-COMMENT ON FUNCTION stream_seq._page_source(regclass, bigint) IS
-  'internal: what a page after a position is read from (a partitioned stream''s partitions that may hold later numbers)';
+COMMENT ON FUNCTION stream_seq._page_source(regclass, bigint, integer) IS
+  'internal: what a page after a position is read from (a partitioned stream''s partitions that may hold its rows)';
 
 /*
  * page(stream, after, max_rows): the rows after "after" and below the
@@ -83,7 +84,7 @@ BEGIN
     RETURN QUERY EXECUTE format(
         'SELECT t.%1$I, pg_catalog.to_jsonb(t) FROM %2$s t '
         ' WHERE t.%1$I > $1 AND t.%1$I < stream_seq.horizon($3) '
-        ' ORDER BY t.%1$I LIMIT $2', col, stream_seq._page_source(stream, after))
+        ' ORDER BY t.%1$I LIMIT $2', col, stream_seq._page_source(stream, after, max_rows))
       USING after, max_rows, stream;
 END;
 $$;
@@ -120,7 +121,7 @@ BEGIN
     RETURN QUERY EXECUTE format(
         'SELECT t.%1$I, pg_catalog.to_jsonb(t) FROM %2$s t '
         ' WHERE t.%1$I > $1 AND t.%1$I < stream_seq.horizon($3) '
-        ' ORDER BY t.%1$I LIMIT $2', col, stream_seq._page_source(stream, after))
+        ' ORDER BY t.%1$I LIMIT $2', col, stream_seq._page_source(stream, after, max_rows))
       USING after, max_rows, stream;
 END;
 $$;

@@ -54,6 +54,7 @@
 #include "storage/lmgr.h"
 #include "utils/acl.h"
 #include "utils/builtins.h"
+#include "utils/fmgroids.h"
 #include "utils/hsearch.h"
 #include "utils/inval.h"
 #include "utils/lsyscache.h"
@@ -1047,33 +1048,156 @@ stream_seq_drop_partitions(PG_FUNCTION_ARGS)
 }
 
 /*
+ * A sealed partition as page sources see it: its number range.
+ */
+typedef struct SealedRange
+{
+	Oid			relid;
+	int64		lowest;			/* PG_INT64_MIN: empty */
+	int64		highest;
+} SealedRange;
+
+/*
+ * compare_lowest
+ *		qsort comparator: sealed ranges by their lowest number.
+ */
+static int
+compare_lowest(const void *a, const void *b)
+{
+	int64		la = ((const SealedRange *) a)->lowest;
+	int64		lb = ((const SealedRange *) b)->lowest;
+
+	return (la > lb) - (la < lb);
+}
+
+/*
+ * count_after
+ *		How many of partition "relid"'s rows with a number above "after"
+ *		the active snapshot sees, up to "limit", and the highest number
+ *		among those counted ("upto").  Read from its index on the number;
+ *		without one, reports "limit" rows up to PG_INT64_MAX (no bound).
+ */
+static int64
+count_after(Oid relid, AttrNumber attnum, int64 after, int64 limit,
+			int64 *upto)
+{
+	Relation	heap = table_open(relid, AccessShareLock);
+	Oid			indexid = index_on_column(heap, attnum);
+	Relation	index;
+	TupleTableSlot *slot;
+	IndexScanDesc scan;
+	ScanKeyData key;
+	ScanDirection direction = ForwardScanDirection;
+	int64		count = 0;
+
+	*upto = PG_INT64_MAX;
+	if (!OidIsValid(indexid))
+	{
+		table_close(heap, AccessShareLock);
+		return limit;
+	}
+	index = index_open(indexid, AccessShareLock);
+	if ((index->rd_indoption[0] & INDOPTION_DESC) != 0)
+		direction = BackwardScanDirection;
+	ScanKeyInit(&key, 1, BTGreaterStrategyNumber, F_INT8GT,
+				Int64GetDatum(after));
+	slot = table_slot_create(heap, NULL);
+	scan = index_beginscan(heap, index, GetActiveSnapshot(), 1, 0);
+	index_rescan(scan, &key, 1, NULL, 0);
+	while (count < limit && index_getnext_slot(scan, direction, slot))
+	{
+		bool		isnull;
+		Datum		value = slot_getattr(slot, attnum, &isnull);
+
+		if (isnull)
+			continue;
+		count++;
+		*upto = DatumGetInt64(value);
+	}
+	index_endscan(scan);
+	ExecDropSingleTupleTableSlot(slot);
+	index_close(index, AccessShareLock);
+	table_close(heap, AccessShareLock);
+	return count;
+}
+
+/*
+ * sealed_ranges
+ *		The sealed partitions of stream "relid" with their ranges.
+ */
+static int
+sealed_ranges(Oid relid, SealedRange **ranges)
+{
+	Oid			argtypes[1] = {REGCLASSOID};
+	Datum		values[1];
+	int64	   *rows;
+	uint64		n;
+	uint64		i;
+
+	if (!OidIsValid(partition_range_table()))
+	{
+		*ranges = NULL;
+		return 0;
+	}
+	values[0] = ObjectIdGetDatum(relid);
+	n = stream_catalog_rows("SELECT partition::pg_catalog.oid::pg_catalog.int8, lowest, highest "
+							"FROM stream_seq.partition_range WHERE stream = $1",
+							1, argtypes, values, 3, &rows);
+	*ranges = palloc(sizeof(SealedRange) * Max(n, 1));
+	for (i = 0; i < n; i++)
+	{
+		(*ranges)[i].relid = (Oid) rows[i * 3];
+		(*ranges)[i].lowest = rows[i * 3 + 1];	/* PG_INT64_MIN if NULL */
+		(*ranges)[i].highest = rows[i * 3 + 2];
+	}
+	return (int) n;
+}
+
+/*
  * stream_seq_page_source
- *		SQL: _page_source(stream regclass, after bigint) RETURNS text: what
- *		read(), read_slot() and page() read a page after "after" from.  For
- *		a partitioned stream: the union of its partitions, without the
- *		sealed ones whose every number is at or below "after" (a sealed
- *		partition takes no more rows, so its range is final), each read
- *		with ONLY and the stream's columns in the stream's order.  When the
- *		caller may not read each partition directly, or the stream table
- *		has row-level security (reading a partition directly would bypass
- *		its policies), the stream table itself, which PostgreSQL reads
- *		partition by partition.
+ *		SQL: _page_source(stream regclass, after bigint, max_rows integer
+ *		DEFAULT NULL) RETURNS text: what read(), read_slot() and page()
+ *		read a page of at most "max_rows" rows after "after" from.  For an
+ *		unpartitioned stream, the table.  For a partitioned one, the union
+ *		of the partitions the page may need, each read with ONLY and the
+ *		stream's columns in the stream's order:
+ *
+ *		- every partition that is not sealed (its numbers are not final);
+ *		- the sealed ones whose highest number is above "after", in the
+ *		  order of their lowest, up to a bound: once the sealed partitions
+ *		  taken so far hold "max_rows" rows above "after" that the active
+ *		  snapshot sees (counted on their index), all at or below "upto",
+ *		  the page holds no number above "upto" (if those rows are all
+ *		  below the horizon, they fill it; if not, "upto" is at or above
+ *		  the horizon, where the page stops anyway), so the sealed
+ *		  partitions whose lowest number is above "upto" are left out.
+ *
+ *		Without "max_rows" (read_slot(), whose page holds only some rows)
+ *		there is no bound.  When the caller may not read each partition
+ *		directly, or the stream table has row-level security (reading a
+ *		partition directly would bypass its policies), the result is the
+ *		stream table itself, which PostgreSQL reads partition by partition.
  */
 Datum
 stream_seq_page_source(PG_FUNCTION_ARGS)
 {
 	Oid			relid;
 	int64		after;
+	int64		max_rows = 0;
+	StreamRef  *ref;
+	char	   *column;
 	Relation	rel;
 	StringInfoData columns;
 	StringInfoData source;
 	List	   *leaves;
+	List	   *chosen = NIL;
 	ListCell   *lc;
+	SealedRange *ranges;
+	int			nranges;
 	int			i;
-	int			included = 0;
 	bool		direct = true;
-	int64	   *pruned = NULL;
-	uint64		npruned = 0;
+	int64		counted = 0;
+	int64		bound = PG_INT64_MAX;
 
 	if (PG_ARGISNULL(0) || PG_ARGISNULL(1))
 		ereport(ERROR,
@@ -1081,9 +1205,13 @@ stream_seq_page_source(PG_FUNCTION_ARGS)
 				 errmsg("stream table and position must not be null")));
 	relid = PG_GETARG_OID(0);
 	after = PG_GETARG_INT64(1);
+	if (PG_NARGS() > 2 && !PG_ARGISNULL(2))
+		max_rows = Max(PG_GETARG_INT32(2), 1);
 	if (get_rel_relkind(relid) != RELKIND_PARTITIONED_TABLE)
 		PG_RETURN_TEXT_P(cstring_to_text(stream_source(relid)));
 
+	ref = stream_lookup(relid, false);
+	column = get_attname(relid, ref->seq_attnum, false);
 	rel = table_open(relid, AccessShareLock);
 	initStringInfo(&columns);
 	for (i = 0; i < RelationGetNumberOfAttributes(rel); i++)
@@ -1098,62 +1226,82 @@ stream_seq_page_source(PG_FUNCTION_ARGS)
 	if (rel->rd_rel->relrowsecurity)
 		direct = false;
 	table_close(rel, AccessShareLock);
-
-	if (direct && OidIsValid(partition_range_table()))
-	{
-		Oid			argtypes[2] = {REGCLASSOID, INT8OID};
-		Datum		values[2];
-
-		values[0] = ObjectIdGetDatum(relid);
-		values[1] = Int64GetDatum(after);
-		npruned = stream_catalog_rows("SELECT partition::pg_catalog.oid::pg_catalog.int8 "
-									  "FROM stream_seq.partition_range "
-									  "WHERE stream = $1 AND (highest IS NULL OR highest <= $2)",
-									  2, argtypes, values, 1, &pruned);
-	}
+	if (!direct)
+		PG_RETURN_TEXT_P(cstring_to_text(qualified(relid)));
 
 	/*
-	 * The partitions are listed without locks, and only those read are
-	 * locked (as the query will): one dropped meanwhile is left out.
+	 * Partitions that are not sealed: all of them.  The caller must be
+	 * allowed to read every partition directly, before any is looked at.
 	 */
-	initStringInfo(&source);
+	if (pg_class_aclcheck(relid, GetUserId(), ACL_SELECT) != ACLCHECK_OK)
+		PG_RETURN_TEXT_P(cstring_to_text(qualified(relid)));
+	nranges = sealed_ranges(relid, &ranges);
 	leaves = find_all_inheritors(relid, NoLock, NULL);
 	foreach(lc, leaves)
 	{
 		Oid			leaf = lfirst_oid(lc);
-		bool		skip = false;
-		uint64		j;
+		bool		sealed = false;
 
-		if (!direct)
-			break;
 		if (get_rel_relkind(leaf) != RELKIND_RELATION)
 			continue;
-		for (j = 0; j < npruned; j++)
+		if (pg_class_aclcheck(leaf, GetUserId(), ACL_SELECT) != ACLCHECK_OK)
+			PG_RETURN_TEXT_P(cstring_to_text(qualified(relid)));
+		for (i = 0; i < nranges; i++)
 		{
-			if ((Oid) pruned[j] == leaf)
-				skip = true;
+			if (ranges[i].relid == leaf)
+				sealed = true;
 		}
-		if (skip)
+		if (!sealed)
+			chosen = lappend_oid(chosen, leaf);
+	}
+
+	/* sealed partitions, lowest first, up to the bound */
+	qsort(ranges, nranges, sizeof(SealedRange), compare_lowest);
+	for (i = 0; i < nranges; i++)
+	{
+		SealedRange *range = &ranges[i];
+		int64		upto;
+
+		if (range->lowest == PG_INT64_MIN || range->highest <= after ||
+			!list_member_oid(leaves, range->relid))
 			continue;
+		if (range->lowest > bound)
+			break;
+		chosen = lappend_oid(chosen, range->relid);
+		if (max_rows > 0 && bound == PG_INT64_MAX)
+		{
+			LockRelationOid(range->relid, AccessShareLock);
+			if (!SearchSysCacheExists1(RELOID, ObjectIdGetDatum(range->relid)))
+				continue;
+			counted += count_after(range->relid,
+								   get_attnum(range->relid, column), after,
+								   max_rows - counted, &upto);
+			if (counted >= max_rows)
+				bound = upto;
+		}
+	}
+	/*
+	 * Only the partitions read are locked (as the query will): one dropped
+	 * meanwhile is left out.
+	 */
+	initStringInfo(&source);
+	i = 0;
+	foreach(lc, chosen)
+	{
+		Oid			leaf = lfirst_oid(lc);
+
 		LockRelationOid(leaf, AccessShareLock);
 		if (!SearchSysCacheExists1(RELOID, ObjectIdGetDatum(leaf)))
 		{
 			UnlockRelationOid(leaf, AccessShareLock);
 			continue;
 		}
-		if (pg_class_aclcheck(leaf, GetUserId(), ACL_SELECT) != ACLCHECK_OK)
-		{
-			direct = false;
-			break;
-		}
 		appendStringInfo(&source, "%sSELECT %s FROM ONLY %s",
-						 included > 0 ? " UNION ALL " : "",
+						 i > 0 ? " UNION ALL " : "",
 						 columns.data, qualified(leaf));
-		included++;
+		i++;
 	}
-	if (!direct)
-		PG_RETURN_TEXT_P(cstring_to_text(qualified(relid)));
-	if (included == 0)
+	if (i == 0)
 		PG_RETURN_TEXT_P(cstring_to_text(psprintf("(SELECT %s FROM %s WHERE false)",
 												  columns.data, qualified(relid))));
 	PG_RETURN_TEXT_P(cstring_to_text(psprintf("(%s)", source.data)));
