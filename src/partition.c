@@ -377,6 +377,21 @@ index_end_number(Relation heap, Relation index, AttrNumber attnum,
 }
 
 /*
+ * widen_range
+ *		Make [*lowest, *highest] cover [lo, hi]; "*found" says whether it
+ *		covers anything yet, and is set.
+ */
+static void
+widen_range(bool *found, int64 lo, int64 hi, int64 *lowest, int64 *highest)
+{
+	if (!*found || lo < *lowest)
+		*lowest = lo;
+	if (!*found || hi > *highest)
+		*highest = hi;
+	*found = true;
+}
+
+/*
  * heap_number_range
  *		The lowest and highest number in "heap" that the latest snapshot
  *		sees, by a scan of the whole table: for a partition without an
@@ -401,11 +416,7 @@ heap_number_range(Relation heap, AttrNumber attnum, int64 *lowest,
 		if (isnull)
 			continue;
 		number = DatumGetInt64(value);
-		if (!found || number < *lowest)
-			*lowest = number;
-		if (!found || number > *highest)
-			*highest = number;
-		found = true;
+		widen_range(&found, number, number, lowest, highest);
 	}
 	table_endscan(scan);
 	ExecDropSingleTupleTableSlot(slot);
@@ -445,11 +456,7 @@ partition_number_range(Oid relid, AttrNumber attnum, int64 *lowest,
 				!partition_number_range(leaf, get_attnum(leaf, column),
 										&leaf_lowest, &leaf_highest))
 				continue;
-			if (!found || leaf_lowest < *lowest)
-				*lowest = leaf_lowest;
-			if (!found || leaf_highest > *highest)
-				*highest = leaf_highest;
-			found = true;
+			widen_range(&found, leaf_lowest, leaf_highest, lowest, highest);
 		}
 		return found;
 	}
