@@ -51,6 +51,16 @@ CREATE UNLOGGED TABLE pe_u PARTITION OF pe FOR VALUES FROM (90) TO (91);
 CREATE TABLE pe_d PARTITION OF pe (seq DEFAULT 5) FOR VALUES FROM (91) TO (92);
 \echo :LAST_ERROR_SQLSTATE
 
+-- a partition's triggers stay: not disabled, not dropped
+ALTER TABLE pe_3 DISABLE TRIGGER stream_seq_guard;
+\echo :LAST_ERROR_SQLSTATE
+ALTER TABLE pe_3 DISABLE TRIGGER ALL;
+\echo :LAST_ERROR_SQLSTATE
+DROP TRIGGER stream_seq_truncate ON pe_3;
+\echo :LAST_ERROR_SQLSTATE
+DROP TRIGGER stream_seq_assign ON pe_3;
+\echo :LAST_ERROR_SQLSTATE
+
 -- a number written by hand is refused, in any partition
 INSERT INTO pe (id, day, payload, seq) VALUES (8, 3, 'by hand', 100);
 \echo :LAST_ERROR_SQLSTATE

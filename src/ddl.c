@@ -288,6 +288,15 @@ stream_seq_on_sql_drop(PG_FUNCTION_ARGS)
 		}
 		relid = get_relname_relid(trigger->table,
 								  get_namespace_oid(trigger->schema, true));
+		if (OidIsValid(relid) && get_rel_relispartition(relid) &&
+			OidIsValid(stream_root_of(relid)))
+			ereport(ERROR,
+					(errcode(ERRCODE_DEPENDENT_OBJECTS_STILL_EXIST),
+					 errmsg("cannot drop trigger \"%s\" of partition \"%s\" of stream table \"%s\"",
+							trigger->name, get_rel_name(relid),
+							get_rel_name(stream_root_of(relid))),
+					 errdetail("A partition truncated without it would take its numbers out of the stream unannounced."),
+					 errhint("Detach the partition, or use stream_seq.disable() to stop numbering the table.")));
 		if (OidIsValid(relid) && stream_catalog_has(relid))
 			ereport(ERROR,
 					(errcode(ERRCODE_DEPENDENT_OBJECTS_STILL_EXIST),

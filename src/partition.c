@@ -46,6 +46,7 @@
 #include "catalog/pg_inherits.h"
 #include "catalog/pg_type.h"
 #include "commands/trigger.h"
+#include "catalog/pg_trigger.h"
 #include "executor/tuptable.h"
 #include "fmgr.h"
 #include "miscadmin.h"
@@ -771,6 +772,7 @@ stream_check_partition(Oid stream, Oid relid, bool add_trigger)
 	Relation	rel = relation_open(relid, AccessShareLock);
 	AttrNumber	attnum = partition_column(ref, relid);
 	Form_pg_attribute att = TupleDescAttr(RelationGetDescr(rel), attnum - 1);
+	int			i;
 
 	if (att->attnotnull || att->atthasdef)
 		ereport(ERROR,
@@ -791,6 +793,19 @@ stream_check_partition(Oid stream, Oid relid, bool add_trigger)
 				(errcode(ERRCODE_WRONG_OBJECT_TYPE),
 				 errmsg("partition \"%s\" of stream table \"%s\" is not an ordinary table",
 						RelationGetRelationName(rel), get_rel_name(stream))));
+	for (i = 0; rel->trigdesc != NULL && i < rel->trigdesc->numtriggers; i++)
+	{
+		Trigger    *trigger = &rel->trigdesc->triggers[i];
+
+		if (trigger->tgenabled != TRIGGER_FIRES_ON_ORIGIN &&
+			stream_is_own_trigger_function(trigger->tgfoid, NULL))
+			ereport(ERROR,
+					(errcode(ERRCODE_OBJECT_NOT_IN_PREREQUISITE_STATE),
+					 errmsg("cannot disable the triggers of partition \"%s\" of stream table \"%s\"",
+							RelationGetRelationName(rel), get_rel_name(stream)),
+					 errdetail("Rows inserted without them would never get a number."),
+					 errhint("Run stream_seq.disable() to stop numbering the table.")));
+	}
 	stream_check_no_deferrable_index(rel);
 	relation_close(rel, AccessShareLock);
 	if (!add_trigger)
