@@ -698,6 +698,24 @@ stream_caller_exec(const char *sql, int nargs, Oid *argtypes, Datum *values)
 }
 
 /*
+ * stream_source
+ *		The relation a statement reads a stream's rows from: "ONLY
+ *		schema.table" for an ordinary stream table (legacy inheritance
+ *		children are refused, ONLY keeps them out anyway), the table itself
+ *		for a partitioned one.
+ */
+char *
+stream_source(Oid relid)
+{
+	char	   *name = quote_qualified_identifier(get_namespace_name(get_rel_namespace(relid)),
+												  get_rel_name(relid));
+
+	if (get_rel_relkind(relid) == RELKIND_PARTITIONED_TABLE)
+		return name;
+	return psprintf("ONLY %s", name);
+}
+
+/*
  * stream_catalog_insert
  *		Add the catalog row of a new stream.
  */

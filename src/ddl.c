@@ -420,6 +420,23 @@ check_stream_table(Oid relid)
 }
 
 /*
+ * check_partition
+ *		A table that is a partition of stream "stream" after DDL: what
+ *		partition.c checks of a partition, and no deferrable unique or
+ *		exclusion constraint (as on the stream table).
+ */
+static void
+check_partition(Oid stream, Oid relid, bool created)
+{
+	Relation	rel;
+
+	stream_check_partition(stream, relid, created);
+	rel = relation_open(relid, AccessShareLock);
+	stream_check_no_deferrable_index(rel);
+	relation_close(rel, AccessShareLock);
+}
+
+/*
  * check_inheritance
  *		Refuse a table that inherits from a stream table (CREATE TABLE ...
  *		INHERITS, ALTER TABLE ... INHERIT): its rows would have no number,
@@ -444,7 +461,7 @@ check_inheritance(Oid relid, CommandTag tag)
 		Oid			stream = stream_root_of(relid);
 
 		if (OidIsValid(stream))
-			stream_check_partition(stream, relid, tag == CMDTAG_CREATE_TABLE);
+			check_partition(stream, relid, tag == CMDTAG_CREATE_TABLE);
 		return;
 	}
 	inherits = table_open(InheritsRelationId, AccessShareLock);
@@ -550,7 +567,7 @@ check_partition_commands(Oid stream, CollectedCommand *cmd)
 		if (at->subtype == AT_AttachPartition)
 		{
 			stream_check_attached(stream, relid);
-			stream_check_partition(stream, relid, true);
+			check_partition(stream, relid, true);
 		}
 		else
 		{

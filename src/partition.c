@@ -250,24 +250,6 @@ stream_lookup_target(Relation rel)
 }
 
 /*
- * stream_source
- *		The relation a statement reads a stream's rows from: "ONLY
- *		schema.table" for an ordinary stream table (legacy inheritance
- *		children are refused, ONLY keeps them out anyway), the table itself
- *		for a partitioned one.
- */
-char *
-stream_source(Oid relid)
-{
-	char	   *name = quote_qualified_identifier(get_namespace_name(get_rel_namespace(relid)),
-												  get_rel_name(relid));
-
-	if (get_rel_relkind(relid) == RELKIND_PARTITIONED_TABLE)
-		return name;
-	return psprintf("ONLY %s", name);
-}
-
-/*
  * qualified
  *		schema.table of a relation, quoted.
  */
@@ -806,7 +788,6 @@ stream_check_partition(Oid stream, Oid relid, bool add_trigger)
 					 errdetail("Rows inserted without them would never get a number."),
 					 errhint("Run stream_seq.disable() to stop numbering the table.")));
 	}
-	stream_check_no_deferrable_index(rel);
 	relation_close(rel, AccessShareLock);
 	if (!add_trigger)
 		return;
