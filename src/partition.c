@@ -17,7 +17,9 @@
  * highest number) once no row can arrive in it any more: sealing waits for
  * the transactions writing to it and refuses rows inserted later.  Pages
  * read through stream_seq.read(), read_slot() and page() leave out the
- * sealed partitions whose numbers all lie at or below the cursor.
+ * sealed partitions whose numbers all lie at or below the cursor, and
+ * those of read() and page() also the sealed ones whose numbers all lie
+ * above the rows the page can hold (stream_seq_page_source).
  *
  * When a partition leaves the stream (DETACH PARTITION, DROP TABLE, or
  * drop_partitions()), first() moves past its highest number, as trim()
@@ -37,21 +39,21 @@
 #include "access/tableam.h"
 #include "access/xact.h"
 #include "catalog/index.h"
-#include "catalog/pg_index.h"
-#include "nodes/primnodes.h"
 #include "catalog/objectaccess.h"
 #include "catalog/partition.h"
 #include "catalog/pg_am.h"
 #include "catalog/pg_class.h"
+#include "catalog/pg_index.h"
 #include "catalog/pg_inherits.h"
+#include "catalog/pg_trigger.h"
 #include "catalog/pg_type.h"
 #include "commands/trigger.h"
-#include "catalog/pg_trigger.h"
 #include "executor/tuptable.h"
 #include "fmgr.h"
 #include "miscadmin.h"
-#include "partitioning/partdesc.h"
+#include "nodes/primnodes.h"
 #include "partitioning/partbounds.h"
+#include "partitioning/partdesc.h"
 #include "storage/lmgr.h"
 #include "utils/acl.h"
 #include "utils/builtins.h"
@@ -59,8 +61,8 @@
 #include "utils/hsearch.h"
 #include "utils/inval.h"
 #include "utils/lsyscache.h"
-#include "utils/partcache.h"
 #include "utils/memutils.h"
+#include "utils/partcache.h"
 #include "utils/rel.h"
 #include "utils/snapmgr.h"
 #include "utils/syscache.h"
@@ -935,10 +937,11 @@ seal_old_partitions(StreamRef *ref, List **sealed)
 }
 
 /*
- * check_partition_privileges
- *		Sealing and dropping partitions need the privileges trim() needs:
- *		DELETE on the stream table (and ownership of the partitions to
- *		drop, which DROP TABLE checks).
+ * partition_retention_start
+ *		The checks seal_partitions() and drop_partitions() start with: no
+ *		NULL argument, and the privilege trim() needs, DELETE on the stream
+ *		table (dropping partitions needs their ownership too, which DETACH
+ *		and DROP TABLE check).  Returns the stream.
  */
 static StreamRef *
 partition_retention_start(FunctionCallInfo fcinfo, int nargs)
