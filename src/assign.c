@@ -106,7 +106,7 @@ typedef struct XactWriter
 
 /* Per-transaction state, in TopTransactionContext; NULL when idle. */
 static HTAB *xact_streams = NULL;
-static HTAB *xact_writers = NULL;
+static List *xact_writers = NIL;	/* of XactWriter, usually one */
 
 /*
  * Streams disabled or dropped by this transaction (or one of its
@@ -155,23 +155,24 @@ static XactWriter *
 xact_writer_get(StreamTarget *target)
 {
 	XactWriter *writer;
-	bool		found;
+	ListCell   *lc;
+	MemoryContext oldcxt;
 
-	if (xact_writers == NULL)
+	foreach(lc, xact_writers)
 	{
-		HASHCTL		ctl;
-
-		ctl.keysize = sizeof(Oid);
-		ctl.entrysize = sizeof(XactWriter);
-		ctl.hcxt = TopTransactionContext;
-		xact_writers = hash_create("stream_seq writers", 8, &ctl,
-								   HASH_ELEM | HASH_BLOBS | HASH_CONTEXT);
+		writer = lfirst(lc);
+		if (writer->relid == target->relid)
+		{
+			writer->seq_attnum = target->seq_attnum;
+			return writer;
+		}
 	}
-	writer = hash_search(xact_writers, &target->relid, HASH_ENTER, &found);
-	if (!found)
-		memset(((char *) writer) + sizeof(Oid), 0,
-			   sizeof(XactWriter) - sizeof(Oid));
+	oldcxt = MemoryContextSwitchTo(TopTransactionContext);
+	writer = palloc0(sizeof(XactWriter));
+	writer->relid = target->relid;
 	writer->seq_attnum = target->seq_attnum;
+	xact_writers = lappend(xact_writers, writer);
+	MemoryContextSwitchTo(oldcxt);
 	return writer;
 }
 
@@ -625,7 +626,7 @@ finish_xact(bool committed)
 		}
 	}
 	xact_streams = NULL;
-	xact_writers = NULL;
+	xact_writers = NIL;
 	stream_partition_xact_end();
 	released_streams = NIL;
 	slots_to_free = NIL;
@@ -688,27 +689,21 @@ stream_xact_callback(XactEvent event, void *arg)
 {
 	HASH_SEQ_STATUS status;
 	XactStream *xs;
+	ListCell   *lc;
 
 	switch (event)
 	{
 		case XACT_EVENT_PRE_COMMIT:
 			past_pre_commit = true;
 			decide_slots_to_free();
-			if (xact_writers != NULL)
+			foreach(lc, xact_writers)
 			{
-				XactWriter *w;
+				XactWriter *w = lfirst(lc);
 
-				hash_seq_init(&status, xact_writers);
-				while ((w = hash_seq_search(&status)) != NULL)
-				{
-					/* rows queued after the deferred triggers fired */
-					if (AfterTriggerPendingOnRel(w->relid))
-					{
-						hash_seq_term(&status);
-						report_late_row(get_rel_name(w->relid));
-					}
-					close_writer(w);
-				}
+				/* rows queued after the deferred triggers fired */
+				if (AfterTriggerPendingOnRel(w->relid))
+					report_late_row(get_rel_name(w->relid));
+				close_writer(w);
 			}
 			if (xact_streams == NULL)
 				break;
@@ -742,13 +737,9 @@ stream_xact_callback(XactEvent event, void *arg)
 			break;
 
 		case XACT_EVENT_COMMIT:
-			{
-				ListCell   *lc;
-
-				foreach(lc, slots_to_free)
-					stream_slot_release(MyDatabaseId, lfirst_oid(lc));
-				finish_xact(true);
-			}
+			foreach(lc, slots_to_free)
+				stream_slot_release(MyDatabaseId, lfirst_oid(lc));
+			finish_xact(true);
 			break;
 
 		case XACT_EVENT_ABORT:
