@@ -189,6 +189,13 @@ DROP TABLE pe_7;
 SELECT stream_seq.first('pe');
 TRUNCATE pe_8;
 SELECT stream_seq.first('pe');
+-- so does DETACH ... CONCURRENTLY
+CREATE TABLE pe_c PARTITION OF pe FOR VALUES FROM (10) TO (11);
+INSERT INTO pe (id, day, payload) VALUES (20, 10, 'c');
+SELECT seq AS detached_seq FROM pe WHERE id = 20 \gset
+ALTER TABLE pe DETACH PARTITION pe_c CONCURRENTLY;
+SELECT stream_seq.first('pe') = :detached_seq + 1 AS moved_past_it;
+DROP TABLE pe_c;
 -- an empty partition leaving moves nothing
 CREATE TABLE pe_9 PARTITION OF pe FOR VALUES FROM (9) TO (10);
 DROP TABLE pe_9;

@@ -538,7 +538,8 @@ check_trigger(Oid trigid, CommandTag tag)
  * check_partition_commands
  *		After ALTER TABLE on partitioned stream "stream": a table attached
  *		must be empty and fit the stream; a table detached takes its
- *		numbers out of the stream (first() moves past them).  The
+ *		numbers out of the stream (first() moves past them), also when it
+ *		is the FINALIZE of an interrupted DETACH ... CONCURRENTLY.  The
  *		subcommands come from the collected command, which names the
  *		partition.
  */
@@ -558,7 +559,8 @@ check_partition_commands(Oid stream, CollectedCommand *cmd)
 
 		if (!IsA(at, AlterTableCmd) ||
 			(at->subtype != AT_AttachPartition &&
-			 at->subtype != AT_DetachPartition))
+			 at->subtype != AT_DetachPartition &&
+			 at->subtype != AT_DetachPartitionFinalize))
 			continue;
 		part = (PartitionCmd *) at->def;
 		relid = RangeVarGetRelid(part->name, NoLock, true);
