@@ -218,6 +218,34 @@ SELECT count(*) FROM pg_trigger WHERE tgname LIKE 'stream\_seq\_%';
 -- DROP TABLE of the stream takes its partitions and its ranges with it
 DROP TABLE pe;
 
+-- the table's owner needs no privilege on schema stream_seq for the DDL
+-- of its partitions (the stream enabled by someone else)
+RESET ROLE;
+CREATE ROLE part_mig LOGIN;
+GRANT CREATE ON SCHEMA public TO part_mig;
+SET ROLE part_mig;
+CREATE TABLE pm (day int NOT NULL, seq bigint) PARTITION BY RANGE (day);
+RESET ROLE;
+SELECT stream_seq.enable('pm');
+SET ROLE part_mig;
+CREATE TABLE pm_1 PARTITION OF pm FOR VALUES FROM (1) TO (2);
+CREATE TABLE pm_2 (LIKE pm);
+ALTER TABLE pm ATTACH PARTITION pm_2 FOR VALUES FROM (2) TO (3);
+INSERT INTO pm VALUES (1), (2);
+SELECT tableoid::regclass, seq FROM pm ORDER BY seq;
+SELECT tgrelid::regclass, tgname FROM pg_trigger
+ WHERE tgrelid IN ('pm_1'::regclass, 'pm_2'::regclass) ORDER BY tgrelid::regclass::text, tgname;
+TRUNCATE pm_1;
+ALTER TABLE pm DETACH PARTITION pm_2;
+DROP TABLE pm_2;
+RESET ROLE;
+SELECT stream_seq.first('pm');
+SELECT stream_seq.disable('pm');
+DROP TABLE pm;
+REVOKE ALL ON SCHEMA public FROM part_mig;
+DROP ROLE part_mig;
+SET ROLE part_owner;
+
 -- page() reads the same rows as the reading query on the parent, for
 -- every cursor and page size: sealed partitions holding consecutive days,
 -- rows of day 2 and day 4 committed while later days were written (their

@@ -718,17 +718,20 @@ stream_partition_init(void)
  *		Give a partition of a stream the BEFORE TRUNCATE trigger, unless it
  *		has it: PostgreSQL clones row triggers onto partitions but not
  *		statement triggers, and a partition truncated on its own takes its
- *		numbers out of the stream.  Created as the caller, who owns the
- *		partition (they created or attached it).
+ *		numbers out of the stream.  Created as the extension's owner: the
+ *		role creating or attaching the partition owns the table, but need
+ *		not have USAGE on schema stream_seq, and its DDL must not fail for
+ *		that.
  */
 void
 stream_add_truncate_trigger(Oid relid)
 {
 	if (OidIsValid(get_trigger_oid(relid, "stream_seq_truncate", true)))
 		return;
-	stream_caller_exec(psprintf("CREATE TRIGGER stream_seq_truncate BEFORE TRUNCATE ON %s "
-								"FOR EACH STATEMENT EXECUTE FUNCTION stream_seq.truncate_trigger()",
-								qualified(relid)), 0, NULL, NULL);
+	stream_catalog_exec(psprintf("CREATE TRIGGER stream_seq_truncate BEFORE TRUNCATE ON %s "
+								 "FOR EACH STATEMENT EXECUTE FUNCTION stream_seq.truncate_trigger()",
+								 qualified(relid)),
+						0, NULL, NULL, NULL, 0, NULL);
 }
 
 /*
