@@ -319,9 +319,21 @@ is(wait_done($load2, $run_seconds + 60), 0, 'load after the crash ran cleanly');
 $primary->wait_for_catchup($standby_a, 'replay');
 $primary->wait_for_catchup($standby_b, 'replay');
 
-# Standby b restarts now: nothing it replays from here on or any listing
-# names stream "quiet" (the restarted primary never started its counter),
-# so its horizon comes from the rows the snapshot sees
+# Standby b restarts now, and resumes replay from a restartpoint made
+# after the crash: nothing it replays from there or any listing names
+# stream "quiet" (the restarted primary never started its counter), so its
+# horizon comes from the rows the snapshot sees.  Without the restartpoint
+# forced here, the standby would resume from whichever one it made last,
+# possibly before the crash, and replay the listings that name "quiet".
+$primary->safe_psql('postgres', 'CHECKPOINT');
+my $checkpoint_lsn = $primary->safe_psql('postgres',
+	'SELECT checkpoint_lsn FROM pg_control_checkpoint()');
+$primary->wait_for_catchup($standby_b, 'replay');
+$standby_b->safe_psql('postgres', 'CHECKPOINT');
+is( $standby_b->safe_psql('postgres',
+		'SELECT checkpoint_lsn FROM pg_control_checkpoint()'),
+	$checkpoint_lsn,
+	'standby_b: its restartpoint is the checkpoint made after the crash');
 $standby_b->restart;
 ok( $standby_b->poll_query_until('postgres',
 		"SELECT stream_seq.horizon('ev') > 0"),
