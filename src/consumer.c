@@ -5,6 +5,18 @@
  *	  stream_seq.consumer and changed in the caller's transaction, so that
  *	  processing a page and advancing past it commit or roll back together.
  *
+ * Fencing.  A worker reads a page (read() calls position()) and advances
+ * past it in the same transaction.  Whoever moves the consumer in between
+ * (reset() by its owner, or a second worker that read the same page and
+ * committed its advance first) makes the first worker's page stale: the
+ * rows it processed are not the rows after the consumer's position any
+ * more.  So each backend remembers, for its current transaction, the
+ * position it last saw of each consumer, and advance() locks the
+ * consumer's row and fails with SQLSTATE SS001, changing nothing, if the
+ * position there is not the one remembered.  An advance in a transaction
+ * that never looked at the position has nothing to compare and is not
+ * fenced; groups are fenced by their tokens (group.c).
+ *
  * Privileges: creating a consumer needs SELECT on the stream table; the
  * creating role owns the consumer.  Advancing or dropping it needs to be
  * (a member of) that role or the table's owner; advancing and reading also
@@ -22,7 +34,26 @@
 #include "utils/builtins.h"
 #include "utils/lsyscache.h"
 
+#include "storage/proc.h"
+#include "utils/memutils.h"
+
 #include "stream_seq.h"
+
+/* The position this transaction last saw of one consumer. */
+typedef struct SeenPosition
+{
+	Oid			relid;
+	char	   *consumer;
+	int64		position;
+} SeenPosition;
+
+/*
+ * Positions seen, in TopTransactionContext; valid only while
+ * seen_positions_lxid is the backend's local transaction id, so nothing
+ * needs clearing at the end of a transaction.
+ */
+static List *seen_positions = NIL;
+static LocalTransactionId seen_positions_lxid = InvalidLocalTransactionId;
 
 PG_FUNCTION_INFO_V1(stream_seq_create_consumer);
 PG_FUNCTION_INFO_V1(stream_seq_drop_consumer);
@@ -129,6 +160,78 @@ plain_consumer_lookup(Oid relid, const char *consumer, bool for_update,
 						consumer, get_rel_name(relid)),
 				 errhint("Read and advance a group slot by slot: stream_seq.claim(), read_slot() and advance_slot().")));
 	return position;
+}
+
+/*
+ * find_seen_position
+ *		The entry of consumer "consumer" of stream "relid" among the
+ *		positions this transaction saw, or NULL.
+ */
+static SeenPosition *
+find_seen_position(Oid relid, const char *consumer)
+{
+	ListCell   *lc;
+
+	if (seen_positions_lxid != MyProc->lxid)
+	{
+		seen_positions = NIL;
+		seen_positions_lxid = MyProc->lxid;
+	}
+	foreach(lc, seen_positions)
+	{
+		SeenPosition *seen = lfirst(lc);
+
+		if (seen->relid == relid && strcmp(seen->consumer, consumer) == 0)
+			return seen;
+	}
+	return NULL;
+}
+
+/*
+ * stream_remember_position
+ *		Record that this transaction saw (or itself set) "position" as the
+ *		position of a plain consumer, for the fence of advance().  A
+ *		rolled-back savepoint leaves the entry: the page read under it was
+ *		still read.
+ */
+void
+stream_remember_position(Oid relid, const char *consumer, int64 position)
+{
+	SeenPosition *seen = find_seen_position(relid, consumer);
+
+	if (seen == NULL)
+	{
+		MemoryContext old = MemoryContextSwitchTo(TopTransactionContext);
+
+		seen = palloc(sizeof(SeenPosition));
+		seen->relid = relid;
+		seen->consumer = pstrdup(consumer);
+		seen_positions = lappend(seen_positions, seen);
+		MemoryContextSwitchTo(old);
+	}
+	seen->position = position;
+}
+
+/*
+ * check_position_unchanged
+ *		advance()'s fence: the consumer's locked row holds "position"; if
+ *		this transaction saw another one, the consumer was moved by someone
+ *		else since (a reset, or another worker's advance), and the page the
+ *		caller processed is stale.
+ */
+static void
+check_position_unchanged(Oid relid, const char *consumer, int64 position)
+{
+	SeenPosition *seen = find_seen_position(relid, consumer);
+
+	if (seen != NULL && seen->position != position)
+		ereport(ERROR,
+				(errcode(ERRCODE_STREAM_LEASE_LOST),
+				 errmsg("consumer \"%s\" of stream table \"%s\" was moved by another transaction",
+						consumer, get_rel_name(relid)),
+				 errdetail("This transaction read from position " INT64_FORMAT "; the position is now " INT64_FORMAT ".",
+						   seen->position, position),
+				 errhint("Roll back, and read again from the new position.")));
 }
 
 /*
@@ -269,9 +372,13 @@ stream_seq_position(PG_FUNCTION_ARGS)
 	Oid			relid = PG_GETARG_OID(0);
 	char	   *consumer = text_to_cstring(PG_GETARG_TEXT_PP(1));
 
+	int64		position;
+
 	(void) stream_lookup(relid, false);
 	stream_check_select(relid);
-	PG_RETURN_INT64(plain_consumer_lookup(relid, consumer, false, NULL));
+	position = plain_consumer_lookup(relid, consumer, false, NULL);
+	stream_remember_position(relid, consumer, position);
+	PG_RETURN_INT64(position);
 }
 
 /*
@@ -308,7 +415,9 @@ stream_check_advance(StreamRef *ref, const char *what, int64 position,
  * stream_seq_advance
  *		SQL: advance(stream, consumer, to_position): move the consumer's
  *		position forward, in the caller's transaction.  Moving backwards, or
- *		to or past the horizon (nobody can have read there yet), is an error.
+ *		to or past the horizon (nobody can have read there yet), is an error;
+ *		so is a position that changed since this transaction read it (see
+ *		the top of the file).
  */
 Datum
 stream_seq_advance(PG_FUNCTION_ARGS)
@@ -331,9 +440,11 @@ stream_seq_advance(PG_FUNCTION_ARGS)
 	stream_check_select(relid);
 	position = plain_consumer_lookup(relid, consumer, true, &owner);
 	stream_check_consumer_owner(relid, consumer, owner);
+	check_position_unchanged(relid, consumer, position);
 
 	stream_check_advance(ref, psprintf("consumer \"%s\"", consumer), position,
 						 to_position);
+	stream_remember_position(relid, consumer, to_position);
 	if (to_position == position)
 		PG_RETURN_VOID();
 

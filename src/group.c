@@ -730,6 +730,13 @@ stream_seq_take_parked(PG_FUNCTION_ARGS)
  *		when, by whom and from where; the consumers and consumer_slots views
  *		show it.  For the consumer's owner or the table's owner.  Below the
  *		horizon; positions before the retained stream make read() say so.
+ *
+ *		A reset fences every worker in flight: a slot's token goes up by
+ *		one, so the holder's advance_slot() fails with SS001 and it claims
+ *		again; a plain consumer's worker that read before the reset fails
+ *		its advance() with SS001 (consumer.c).  Otherwise a worker that
+ *		read rows 6..10 before a reset to 0 would advance to 10 after it,
+ *		and rows 1..5 would never be delivered again.
  */
 Datum
 stream_seq_reset(PG_FUNCTION_ARGS)
@@ -786,7 +793,7 @@ stream_seq_reset(PG_FUNCTION_ARGS)
 										"WHERE stream = $1 AND consumer = $2 AND $5::int IS NULL" :
 										"UPDATE stream_seq.consumer_slot SET reset_from = position, position = $3, "
 										"reset_at = pg_catalog.now(), reset_by = $4::pg_catalog.regrole, "
-										"advanced_at = pg_catalog.now() "
+										"advanced_at = pg_catalog.now(), token = token + 1 "
 										"WHERE stream = $1 AND consumer = $2 AND slot IN ("
 										"  SELECT slot FROM stream_seq.consumer_slot "
 										"   WHERE stream = $1 AND consumer = $2 AND ($5::int IS NULL OR slot = $5) "
@@ -794,6 +801,8 @@ stream_seq_reset(PG_FUNCTION_ARGS)
 										5, argtypes, values, nulls);
 	if (changed == 0)
 		elog(ERROR, "consumer \"%s\" was not reset", consumer);
+	if (slots == 0)
+		stream_remember_position(relid, consumer, to_position);
 	PG_RETURN_VOID();
 }
 

@@ -308,6 +308,8 @@ extern int64 stream_consumer_lookup(Oid relid, const char *consumer,
 									bool for_update, Oid *owner, int *slots);
 extern void stream_check_consumer_owner(Oid relid, const char *consumer,
 										Oid owner);
+extern void stream_remember_position(Oid relid, const char *consumer,
+									 int64 position);
 extern void stream_check_advance(StreamRef *ref, const char *what,
 								 int64 position, int64 to_position);
 
