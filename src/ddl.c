@@ -536,7 +536,8 @@ check_trigger(Oid trigid, CommandTag tag)
 
 /*
  * check_partition_commands
- *		After ALTER TABLE on partitioned stream "stream": a table attached
+ *		After ALTER TABLE on partitioned stream "stream", or on one of its
+ *		sub-partitioned partitions: a table attached
  *		must be empty and fit the stream; a table detached takes its
  *		numbers out of the stream (first() moves past them), also when it
  *		is the FINALIZE of an interrupted DETACH ... CONCURRENTLY.  The
@@ -648,6 +649,19 @@ stream_seq_on_ddl_end(PG_FUNCTION_ARGS)
 					check_stream_table(objid);
 					check_partition_commands(objid, (CollectedCommand *)
 											 DatumGetPointer(slot_getattr(slot, 9, &isnull)));
+				}
+				else if (get_rel_relispartition(objid))
+				{
+					/*
+					 * A sub-partitioned partition of a stream: what is
+					 * attached to it or detached from it joins or leaves
+					 * the stream just the same.
+					 */
+					Oid			root = stream_root_of(objid);
+
+					if (OidIsValid(root))
+						check_partition_commands(root, (CollectedCommand *)
+												 DatumGetPointer(slot_getattr(slot, 9, &isnull)));
 				}
 				break;
 			default:
