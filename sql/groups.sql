@@ -20,6 +20,11 @@ SELECT (SELECT count(DISTINCT stream_seq.slot_of(customer::text, 4)) FROM gev) A
   FROM (SELECT count(DISTINCT stream_seq.slot_of(customer::text, 4)) n
           FROM gev GROUP BY customer) k;
 SELECT stream_seq.slot_of(NULL, 4), stream_seq.slot_of('x', 1);
+-- a slot count below 1 is an error, not a division by zero or a slot
+-- that does not exist
+SELECT stream_seq.slot_of('a', 0);
+SELECT stream_seq.slot_of('a', -3);
+SELECT stream_seq.slot_of('a', NULL);
 
 -- two workers share the slots: the second gets its half once the first
 -- claims again and gives back what is above its share

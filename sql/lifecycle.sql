@@ -74,6 +74,9 @@ INSERT INTO lc (payload) VALUES ('after truncate');
 SELECT payload, seq FROM lc;
 SELECT * FROM stream_seq.read('lc', 'slow');
 \echo :LAST_ERROR_SQLSTATE
+-- page() says where to page from instead
+SELECT * FROM stream_seq.page('lc', 0);
+\echo :LAST_ERROR_SQLSTATE
 SELECT stream_seq.advance('lc', 'slow', stream_seq.first('lc') - 1);
 SELECT seq, "row"->>'payload' AS payload FROM stream_seq.read('lc', 'slow');
 

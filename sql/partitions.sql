@@ -116,6 +116,36 @@ SELECT stream_seq.drop_partitions('pdup');
 \echo :LAST_ERROR_SQLSTATE
 DROP TABLE pdup;
 
+-- a sub-partitioned partition keeps the stream's checks: a table with rows
+-- attached to it is refused; an empty one gets the TRUNCATE trigger; a
+-- leaf detached from it takes its numbers out of the stream (first()
+-- moves past them)
+CREATE TABLE ps (region int NOT NULL, day int NOT NULL, seq bigint)
+  PARTITION BY RANGE (day);
+CREATE TABLE ps_1 PARTITION OF ps FOR VALUES FROM (1) TO (2)
+  PARTITION BY LIST (region);
+CREATE TABLE ps_1_a PARTITION OF ps_1 FOR VALUES IN (1);
+SELECT stream_seq.enable('ps');
+INSERT INTO ps VALUES (1, 1), (1, 1);
+CREATE TABLE ps_1_b (LIKE ps);
+INSERT INTO ps_1_b VALUES (2, 1, 1), (2, 1, 1), (2, 1, NULL);
+ALTER TABLE ps_1 ATTACH PARTITION ps_1_b FOR VALUES IN (2);
+\echo :LAST_ERROR_SQLSTATE
+TRUNCATE ps_1_b;
+ALTER TABLE ps_1 ATTACH PARTITION ps_1_b FOR VALUES IN (2);
+SELECT tgname FROM pg_trigger WHERE tgrelid = 'ps_1_b'::regclass ORDER BY 1;
+INSERT INTO ps VALUES (2, 1);
+SELECT tableoid::regclass, seq FROM ps ORDER BY seq;
+SELECT stream_seq.first('ps');
+ALTER TABLE ps_1 DETACH PARTITION ps_1_a;
+SELECT stream_seq.first('ps');
+SELECT tgname FROM pg_trigger WHERE tgrelid = 'ps_1_a'::regclass ORDER BY 1;
+DROP TABLE ps, ps_1_a;
+
+-- an UPDATE that moves a numbered row to another partition is refused,
+-- saying what happened
+UPDATE pe SET day = 2 WHERE id = 7;
+
 -- pages: the same rows from page() and read() as from the plain query,
 -- without the sealed partitions the cursor has passed
 SELECT stream_seq._page_source('pe', 0) LIKE '%pe_1%' AS reads_pe_1;
@@ -297,6 +327,97 @@ SELECT after, size, regexp_replace(stream_seq._page_source('pq', after, size),
                                    '.*?FROM ONLY public\.(pq_\d)', ' \1', 'g') AS reads
   FROM (VALUES (0, 3), (20, 3), (36, 5), (60, 40), (60, NULL)) v(after, size);
 DROP TABLE pq, page_checks;
+
+-- sealed ranges that overlap: ev_1 holds 1 and 7, ev_2 holds 2, ev_3
+-- holds 3..6; a page of three after 0 is 1, 2, 3, never 1, 2, 7
+CREATE TABLE po (day int NOT NULL, seq bigint) PARTITION BY RANGE (day);
+SELECT stream_seq.enable('po');
+SELECT format('CREATE TABLE po_%s PARTITION OF po FOR VALUES FROM (%s) TO (%s)', d, d, d + 1)
+  FROM generate_series(1, 4) d \gexec
+INSERT INTO po VALUES (1);
+INSERT INTO po VALUES (2);
+INSERT INTO po SELECT 3 FROM generate_series(1, 4);
+INSERT INTO po VALUES (1);
+INSERT INTO po VALUES (4);
+SELECT stream_seq.seal_partitions('po');
+SELECT partition, lowest, highest FROM stream_seq.partition_range
+ WHERE stream = 'po'::regclass ORDER BY partition::text;
+SELECT string_agg(seq::text, ',' ORDER BY seq) FROM stream_seq.page('po', 0, 3);
+SELECT string_agg(seq::text, ',' ORDER BY seq) FROM stream_seq.page('po', 2, 2);
+-- a parked row of a partitioned stream comes back from replay() with its
+-- content, from whichever partition holds it
+SELECT stream_seq.create_consumer('po', 'pk');
+BEGIN;
+SELECT stream_seq.park('po', 'pk', 3, 'handler failed');
+SELECT stream_seq.advance('po', 'pk', 3);
+COMMIT;
+SELECT seq, "row"->>'day' AS day, "row"->>'seq' AS row_seq, reason
+  FROM stream_seq.replay('po', 'pk');
+SELECT count(*) AS still_parked FROM stream_seq.parked_rows WHERE stream = 'po'::regclass;
+SELECT stream_seq.drop_consumer('po', 'pk');
+DROP TABLE po;
+
+-- the same check, randomized (fixed seed): 40 days, each transaction
+-- writes one to three rows mostly into the current day, often into an
+-- older one (a late row widens a sealed range over the next ones), some
+-- rows deleted; every cursor and page size read by page() and by the
+-- reading query
+CREATE TABLE pr (day int NOT NULL, seq bigint) PARTITION BY RANGE (day);
+SELECT stream_seq.enable('pr');
+DO $$
+BEGIN
+    FOR d IN 1 .. 40 LOOP
+        EXECUTE format('CREATE TABLE pr_%s PARTITION OF pr FOR VALUES FROM (%s) TO (%s)',
+                       d, d, d + 1);
+    END LOOP;
+END $$;
+SELECT setseed(0.19);
+DO $$
+DECLARE
+    today int;
+BEGIN
+    FOR i IN 1 .. 400 LOOP
+        today := (i - 1) / 10 + 1;
+        FOR j IN 1 .. 1 + floor(random() * 3)::int LOOP
+            INSERT INTO pr VALUES (CASE WHEN random() < 0.3
+                                        THEN 1 + floor(random() * today)::int
+                                        ELSE today END);
+        END LOOP;
+        COMMIT;
+    END LOOP;
+END $$;
+DELETE FROM pr WHERE random() < 0.1;
+SELECT stream_seq.seal_partitions('pr');
+SELECT count(*) AS sealed,
+       count(*) FILTER (WHERE EXISTS (SELECT FROM stream_seq.partition_range o
+                                       WHERE o.stream = r.stream
+                                         AND o.partition <> r.partition
+                                         AND o.lowest BETWEEN r.lowest AND r.highest))
+         AS overlapping
+  FROM stream_seq.partition_range r WHERE stream = 'pr'::regclass;
+CREATE TEMP TABLE page_checks (after bigint, size int, by_page text, by_query text);
+DO $$
+DECLARE
+    page_size int;
+    last_seq bigint := (SELECT max(seq) FROM pr);
+BEGIN
+    FOR cursor_at IN 0 .. last_seq LOOP
+        FOREACH page_size IN ARRAY ARRAY[1, 2, 3, 5, 8, 13, 50] LOOP
+            INSERT INTO page_checks
+            SELECT cursor_at, page_size,
+                   (SELECT string_agg(seq::text, ',' ORDER BY seq)
+                      FROM stream_seq.page('pr', cursor_at, page_size)),
+                   (SELECT string_agg(seq::text, ',' ORDER BY seq)
+                      FROM (SELECT seq FROM pr
+                             WHERE seq > cursor_at AND seq < stream_seq.horizon('pr')
+                             ORDER BY seq LIMIT page_size) q);
+        END LOOP;
+    END LOOP;
+END $$;
+SELECT count(*) > 5000 AS many_pages,
+       count(*) FILTER (WHERE by_page IS DISTINCT FROM by_query) AS different
+  FROM page_checks;
+DROP TABLE pr, page_checks;
 
 -- number ranges come from an index only when it holds every numbered row:
 -- not from a partial one; a descending one is read from its other end

@@ -265,6 +265,23 @@ stream_seq_guard_trigger(PG_FUNCTION_ARGS)
 				(errcode(ERRCODE_E_R_I_E_TRIGGER_PROTOCOL_VIOLATED),
 				 errmsg("stream_seq.guard_trigger() must be fired for INSERT or UPDATE")));
 
+	/*
+	 * On a partition this is also how an UPDATE that changes a numbered
+	 * row's partition key arrives: PostgreSQL moves the row by inserting
+	 * it, number and all, into its new partition.  Nothing here tells the
+	 * two apart, so the message covers both and names the stream.
+	 */
+	if (rel->rd_rel->relispartition &&
+		!heap_attisnull(trigdata->tg_trigtuple, target->seq_attnum,
+						RelationGetDescr(rel)))
+		ereport(ERROR,
+				(errcode(ERRCODE_GENERATED_ALWAYS),
+				 errmsg("cannot write a number into column \"%s\" of stream table \"%s\"",
+						column_name(ref), get_rel_name(ref->relid)),
+				 errdetail("A row with a number was inserted into partition \"%s\": either the number was written by hand, or an UPDATE moved a numbered row there from another partition.",
+						   RelationGetRelationName(rel)),
+				 errhint("Leave column \"%s\" out of INSERT; to change the partition key of a numbered row, insert a new row instead.",
+						 column_name(ref))));
 	if (!heap_attisnull(trigdata->tg_trigtuple, target->seq_attnum,
 						RelationGetDescr(rel)))
 		ereport(ERROR,

@@ -1180,6 +1180,11 @@ sealed_ranges(Oid relid, SealedRange **ranges)
  *		  below the horizon, they fill it; if not, "upto" is at or above
  *		  the horizon, where the page stops anyway), so the sealed
  *		  partitions whose lowest number is above "upto" are left out.
+ *		  Sealed ranges overlap (a late row lands in an older range), so
+ *		  "upto" is the highest number counted over all the partitions
+ *		  taken, not the highest in the last one: with ranges [1,7], [2,2],
+ *		  [3,6] and three rows, the rows counted are 1, 7 and 2, and the
+ *		  partition holding 3..6 must still be read.
  *
  *		Without "max_rows" (read_slot(), whose page holds only some rows)
  *		there is no bound.  When the caller may not read each partition
@@ -1206,6 +1211,7 @@ stream_seq_page_source(PG_FUNCTION_ARGS)
 	int			i;
 	bool		direct = true;
 	int64		counted = 0;
+	int64		highest_counted = PG_INT64_MIN;
 	int64		bound = PG_INT64_MAX;
 
 	if (PG_ARGISNULL(0) || PG_ARGISNULL(1))
@@ -1285,8 +1291,9 @@ stream_seq_page_source(PG_FUNCTION_ARGS)
 			counted += count_after(range->relid,
 								   get_attnum(range->relid, column), after,
 								   max_rows - counted, &upto);
+			highest_counted = Max(highest_counted, upto);
 			if (counted >= max_rows)
-				bound = upto;
+				bound = highest_counted;
 		}
 	}
 	/*
