@@ -319,12 +319,16 @@ is(wait_done($load2, $run_seconds + 60), 0, 'load after the crash ran cleanly');
 $primary->wait_for_catchup($standby_a, 'replay');
 $primary->wait_for_catchup($standby_b, 'replay');
 
-# Standby b restarts now, and resumes replay from a restartpoint made
-# after the crash: nothing it replays from there or any listing names
-# stream "quiet" (the restarted primary never started its counter), so its
-# horizon comes from the rows the snapshot sees.  Without the restartpoint
-# forced here, the standby would resume from whichever one it made last,
-# possibly before the crash, and replay the listings that name "quiet".
+# Standby b restarts now, and must know nothing of stream "quiet": its
+# horizon then comes from the rows the snapshot sees.  Neither the crash
+# nor a checkpoint guarantees that: crash recovery replays the primary's
+# last listings before the crash, which name "quiet" if one came after the
+# checkpoint, and the primary then keeps listing it.  So the primary
+# restarts cleanly (no redo; nothing starts the counter of "quiet" after
+# that), checkpoints, and standby b makes its restartpoint at that
+# checkpoint: nothing it replays from there names "quiet".  Without the
+# restartpoint it would resume from whichever one it made last.
+$primary->restart;
 $primary->safe_psql('postgres', 'CHECKPOINT');
 my $checkpoint_lsn = $primary->safe_psql('postgres',
 	'SELECT checkpoint_lsn FROM pg_control_checkpoint()');
