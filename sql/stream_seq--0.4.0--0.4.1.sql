@@ -88,3 +88,11 @@ CREATE OR REPLACE FUNCTION stream_seq.slot_of(key text, slots integer) RETURNS i
   RETURN CASE WHEN slots < 1 THEN stream_seq._invalid_slot_count(slots)
               ELSE ((pg_catalog.hashtextextended(coalesce(key, ''), 0) % slots) + slots) % slots
          END;
+
+-- A partition sealed too early (0.4.0 sealed the partition of the present
+-- when a row dated in the future arrived) can take rows again.
+CREATE FUNCTION stream_seq.unseal_partition(partition regclass) RETURNS boolean
+  AS 'MODULE_PATHNAME', 'stream_seq_unseal_partition'
+  LANGUAGE C VOLATILE;
+COMMENT ON FUNCTION stream_seq.unseal_partition(regclass) IS
+  'let a sealed partition of a stream take rows again; returns whether it was sealed';

@@ -300,7 +300,7 @@ stream_seq_guard_trigger(PG_FUNCTION_ARGS)
 				 errmsg("partition \"%s\" of stream table \"%s\" is sealed",
 						RelationGetRelationName(rel), get_rel_name(ref->relid)),
 				 errdetail("A sealed partition takes no more rows; its range of numbers is final."),
-				 errhint("Insert rows whose partition key falls in a newer partition.")));
+				 errhint("Insert rows whose partition key falls in a newer partition, or let it take rows again with stream_seq.unseal_partition().")));
 
 	xact_writer_get(target);
 	xs = xact_stream_get(ref);

@@ -72,6 +72,7 @@
 PG_FUNCTION_INFO_V1(stream_seq_page_source);
 PG_FUNCTION_INFO_V1(stream_seq_seal_partitions);
 PG_FUNCTION_INFO_V1(stream_seq_drop_partitions);
+PG_FUNCTION_INFO_V1(stream_seq_unseal_partition);
 
 /* Backend-local cache of the tables the triggers fire on. */
 static HTAB *target_cache = NULL;
@@ -871,9 +872,104 @@ partition_has_rows(Oid relid)
 }
 
 /*
+ * present_bound
+ *		For a stream partitioned by range on one column of type timestamptz,
+ *		timestamp or date: the current time less stream_seq.seal_grace, in
+ *		the column's type.  Returns false for any other partition key.
+ */
+static bool
+present_bound(PartitionKey key, Datum *value)
+{
+	TimestampTz present;
+
+	if (key->partnatts != 1 || key->partattrs[0] == 0)
+		return false;
+	present = GetCurrentTimestamp() - (TimestampTz) stream_seq_seal_grace * USECS_PER_SEC;
+	switch (key->parttypid[0])
+	{
+		case TIMESTAMPTZOID:
+			*value = TimestampTzGetDatum(present);
+			return true;
+		case TIMESTAMPOID:
+			*value = DirectFunctionCall1(timestamptz_timestamp,
+										 TimestampTzGetDatum(present));
+			return true;
+		case DATEOID:
+			*value = DirectFunctionCall1(timestamptz_date,
+										 TimestampTzGetDatum(present));
+			return true;
+		default:
+			return false;
+	}
+}
+
+/*
+ * partitions_past
+ *		How many of the range partitions "parts" of stream "stream" (in
+ *		bound order, as range_partitions gives them) lie wholly in the past:
+ *		for a stream partitioned by time, those whose upper bound is at or
+ *		before present_bound; for any other partition key, all of them.
+ *
+ *		Sealing stops there whatever rows later partitions hold: a row dated
+ *		in the future (clock skew, back-filled or scheduled events) lands in
+ *		a later partition, and sealing every partition before it would seal
+ *		the one the table's default, now(), routes every new row to.  The
+ *		grace keeps a partition open for writers whose transaction (and so
+ *		now()) began before its upper bound passed.
+ */
+static int
+partitions_past(Oid stream, List *parts)
+{
+	Relation	rel = table_open(stream, AccessShareLock);
+	PartitionKey key = RelationGetPartitionKey(rel);
+	PartitionDesc desc = RelationGetPartitionDesc(rel, true);
+	PartitionBoundInfo bounds = desc->boundinfo;
+	Datum		present;
+	int			past = 0;
+	ListCell   *lc;
+
+	if (!present_bound(key, &present) || bounds == NULL)
+	{
+		table_close(rel, AccessShareLock);
+		return list_length(parts);
+	}
+	foreach(lc, parts)
+	{
+		Oid			part = lfirst_oid(lc);
+		int			partindex = -1;
+		int			i;
+		bool		before = false;
+
+		for (i = 0; i < desc->nparts; i++)
+		{
+			if (desc->oids[i] == part)
+				partindex = i;
+		}
+		/* the bound at which partition "partindex" ends */
+		for (i = 0; i < bounds->ndatums; i++)
+		{
+			if (bounds->indexes[i] != partindex)
+				continue;
+			before = bounds->kind[i][0] == PARTITION_RANGE_DATUM_VALUE &&
+				DatumGetInt32(FunctionCall2Coll(&key->partsupfunc[0],
+												key->partcollation[0],
+												bounds->datums[i][0],
+												present)) <= 0;
+			break;
+		}
+		if (!before)
+			break;
+		past++;
+	}
+	table_close(rel, AccessShareLock);
+	return past;
+}
+
+/*
  * seal_old_partitions
  *		Seal every partition of a range-partitioned stream that comes before
- *		the last one holding rows: rows go to the newest partitions, and
+ *		the last one holding rows and, partitioned by time, lies wholly in
+ *		the past (partitions_past): rows go to the newest partitions, and
  *		these take none any more.  Sealing one waits for the transactions
  *		writing to it (SHARE lock, held to the end of the transaction),
  *		reads its lowest and highest number, records them, and from then
@@ -902,6 +998,7 @@ seal_old_partitions(StreamRef *ref, List **sealed)
 			break;
 		}
 	}
+	last_with_rows = Min(last_with_rows, partitions_past(ref->relid, parts));
 	*sealed = NIL;
 	for (i = 0; i < last_with_rows; i++)
 	{
@@ -977,6 +1074,50 @@ stream_seq_seal_partitions(PG_FUNCTION_ARGS)
 }
 
 /*
+ * stream_seq_unseal_partition
+ *		SQL: unseal_partition(partition regclass) RETURNS boolean: let a
+ *		sealed partition take rows again (one sealed too early, say by
+ *		0.4.0, which sealed the partition of the present when a row dated
+ *		in the future arrived).  Safe for readers: pages always read a
+ *		partition that is not sealed, and its new rows get new numbers.
+ *		Needs DELETE on the stream table, as sealing does.  The lock on the
+ *		partition makes a drop_partitions() that is about to drop it wait,
+ *		and then find it unsealed.  Returns whether it was sealed.
+ */
+Datum
+stream_seq_unseal_partition(PG_FUNCTION_ARGS)
+{
+	Oid			part;
+	Oid			stream;
+	AclResult	aclresult;
+	Oid			argtypes[1] = {OIDOID};
+	Datum		values[1];
+	uint64		removed;
+
+	stream_check_not_null(fcinfo, 1, "partition");
+	part = PG_GETARG_OID(0);
+	stream = stream_root_of(part);
+	if (!OidIsValid(stream))
+		ereport(ERROR,
+				(errcode(ERRCODE_WRONG_OBJECT_TYPE),
+				 errmsg("table \"%s\" is not a partition of a stream table",
+						get_rel_name(part) ? get_rel_name(part) : "?")));
+	aclresult = pg_class_aclcheck(stream, GetUserId(), ACL_DELETE);
+	if (aclresult != ACLCHECK_OK)
+		aclcheck_error(aclresult, OBJECT_TABLE, get_rel_name(stream));
+	if (!OidIsValid(partition_range_table()))
+		PG_RETURN_BOOL(false);
+	LockRelationOid(part, ShareUpdateExclusiveLock);
+	values[0] = ObjectIdGetDatum(part);
+	removed = stream_catalog_exec("DELETE FROM stream_seq.partition_range "
+								  "WHERE partition::pg_catalog.oid = $1",
+								  1, argtypes, values, NULL, 0, NULL);
+	if (removed > 0)
+		CacheInvalidateRelcacheByRelid(part);
+	PG_RETURN_BOOL(removed > 0);
+}
+
+/*
  * stream_seq_drop_partitions
  *		SQL: drop_partitions(stream regclass, force boolean DEFAULT false,
  *		keep_tables boolean DEFAULT false, retain integer DEFAULT 0)
@@ -1029,6 +1170,12 @@ stream_seq_drop_partitions(PG_FUNCTION_ARGS)
 
 		if (foreach_current_index(lc) >= candidates)
 			break;
+
+		/*
+		 * Locked before its range is read: an unseal_partition() still
+		 * running is waited for, and then the range is gone.
+		 */
+		LockRelationOid(part, ShareLock);
 		values[0] = ObjectIdGetDatum(part);
 		range[0] = 0;
 		stream_catalog_exec("SELECT coalesce(highest, -1) FROM stream_seq.partition_range "
@@ -1256,11 +1403,22 @@ stream_seq_page_source(PG_FUNCTION_ARGS)
 	{
 		Oid			leaf = lfirst_oid(lc);
 		bool		sealed = false;
+		bool		is_missing = false;
 
 		if (get_rel_relkind(leaf) != RELKIND_RELATION)
 			continue;
-		if (pg_class_aclcheck(leaf, GetUserId(), ACL_SELECT) != ACLCHECK_OK)
+
+		/*
+		 * The partitions were listed without a lock: one dropped since is
+		 * missing here, and left out (it is not locked and read below).
+		 */
+		if (pg_class_aclcheck_ext(leaf, GetUserId(), ACL_SELECT,
+								  &is_missing) != ACLCHECK_OK)
+		{
+			if (is_missing)
+				continue;
 			PG_RETURN_TEXT_P(cstring_to_text(qualified(relid)));
+		}
 		for (i = 0; i < nranges; i++)
 		{
 			if (ranges[i].relid == leaf)

@@ -12,6 +12,8 @@
  */
 #include "postgres.h"
 
+#include <limits.h>
+
 #include "access/rmgr.h"
 #include "fmgr.h"
 #include "miscadmin.h"
@@ -27,6 +29,7 @@ void		_PG_init(void);
 int			stream_seq_max_streams = 64;
 int			stream_seq_max_tracked_xacts = 1024;
 int			stream_seq_head_interval = 1000;
+int			stream_seq_seal_grace = 3600;
 bool		stream_seq_notify = false;
 int			stream_seq_round_interval = 5000;
 int			stream_seq_rmgr_id = RM_EXPERIMENTAL_ID;
@@ -98,6 +101,13 @@ _PG_init(void)
 							 false,
 							 PGC_USERSET, 0,
 							 NULL, NULL, NULL);
+	DefineCustomIntVariable("stream_seq.seal_grace",
+							"How long after its upper bound has passed a partition of a stream partitioned by time may be sealed.",
+							"A partition whose upper bound lies less than this before the current time still takes rows.",
+							&stream_seq_seal_grace,
+							3600, 0, INT_MAX,
+							PGC_USERSET, GUC_UNIT_S,
+							NULL, NULL, NULL);
 	stream_assign_init();
 	stream_horizon_init();
 	stream_partition_init();

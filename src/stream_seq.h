@@ -30,6 +30,7 @@
 extern int	stream_seq_max_streams;
 extern int	stream_seq_max_tracked_xacts;
 extern int	stream_seq_head_interval;
+extern int	stream_seq_seal_grace;
 extern bool stream_seq_notify;
 extern int	stream_seq_round_interval;
 extern int	stream_seq_rmgr_id;
@@ -174,7 +175,8 @@ typedef enum StandbyHorizonResult
 	STANDBY_HORIZON_INCOMPLETE, /* no whole listing replayed yet */
 	STANDBY_HORIZON_OLD_SNAPSHOT,	/* taken before the standby knew enough */
 	STANDBY_HORIZON_NOT_STARTED,	/* nothing replayed for this stream */
-	STANDBY_HORIZON_LOST		/* a replayed stream found no free slot */
+	STANDBY_HORIZON_LOST,		/* a replayed stream found no free slot */
+	STANDBY_HORIZON_MOVED		/* the stream's slot was reclaimed by redo */
 } StandbyHorizonResult;
 
 /* stream_seq.c */
@@ -308,8 +310,6 @@ extern int64 stream_consumer_lookup(Oid relid, const char *consumer,
 									bool for_update, Oid *owner, int *slots);
 extern void stream_check_consumer_owner(Oid relid, const char *consumer,
 										Oid owner);
-extern void stream_remember_position(Oid relid, const char *consumer,
-									 int64 position);
 extern void stream_check_advance(StreamRef *ref, const char *what,
 								 int64 position, int64 to_position);
 
