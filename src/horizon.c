@@ -316,7 +316,14 @@ stream_standby_horizon(StreamRef *ref, Snapshot snapshot, int64 *horizon)
 {
 	StandbyHorizonResult result;
 
-	result = stream_slot_standby_horizon(ref, snapshot, horizon);
+	/*
+	 * Redo takes the slot of a stream that holds nothing a snapshot needs
+	 * when it runs out of slots (shmem.c, reclaim_idle_slot): look the
+	 * stream up again, which finds the slot redo gave it since, if any.
+	 */
+	while ((result = stream_slot_standby_horizon(ref, snapshot, horizon)) ==
+		   STANDBY_HORIZON_MOVED)
+		ref = stream_lookup(ref->relid, false);
 	if (result == STANDBY_HORIZON_NOT_STARTED)
 	{
 		int64		max_number = stream_table_max(ref, snapshot);
@@ -344,6 +351,7 @@ standby_horizon(StreamRef *ref, Snapshot snapshot)
 	{
 		case STANDBY_HORIZON_DONE:
 		case STANDBY_HORIZON_NOT_STARTED:
+		case STANDBY_HORIZON_MOVED:
 			break;
 		case STANDBY_HORIZON_INCOMPLETE:
 			ereport(ERROR,

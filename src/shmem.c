@@ -90,6 +90,7 @@
 #include "access/xact.h"
 #include "access/xlog.h"
 #include "access/xloginsert.h"
+#include "access/xlogutils.h"
 #include "miscadmin.h"
 #include "storage/ipc.h"
 #include "storage/lwlock.h"
@@ -1502,6 +1503,55 @@ stream_slot_advanced_cv(StreamRef *ref)
 	return &get_slot(ref->slotno)->advanced;
 }
 
+static FullTransactionId replay_removable_before(void);
+
+/*
+ * reclaim_idle_slot
+ *		On a standby whose slots are all taken, free a slot whose entries,
+ *		pruned with "removable" (replay_removable_before), are all gone: no
+ *		snapshot can see one of its transactions running, so the horizon
+ *		of its stream no longer depends on them.  Slots whose counter never
+ *		started (taken by a reader for a stream nothing was replayed for)
+ *		go first.  The stream keeps working: with no slot, its horizon is
+ *		the highest number a snapshot sees plus one (horizon.c), which is at
+ *		or below the forgotten counter, and every later reservation of it
+ *		is replayed into a slot again; a backend holding the old slot looks
+ *		the stream up again (lock_slot).  Returns the slot number, or -1.
+ *		Caller holds the global lock exclusively.
+ */
+static int
+reclaim_idle_slot(FullTransactionId removable)
+{
+	int			pass;
+	int			i;
+
+	/* before the standby tracks the primary's running xids, nothing is */
+	if (standbyState != STANDBY_SNAPSHOT_READY)
+		return -1;
+	for (pass = 0; pass < 2; pass++)
+	{
+		for (i = 0; i < shared->nslots; i++)
+		{
+			StreamSlot *slot = get_slot(i);
+			bool		idle;
+
+			if (pass == 0 && slot->started)
+				continue;
+			LWLockAcquire(slot->lock, LW_EXCLUSIVE);
+			prune_slot(slot, removable, InvalidXLogRecPtr);
+			idle = slot->nentries == 0 && slot->nevicted == 0 &&
+				!slot->floor_active;
+			LWLockRelease(slot->lock);
+			if (idle)
+			{
+				free_slot(slot);
+				return i;
+			}
+		}
+	}
+	return -1;
+}
+
 /*
  * replay_slot
  *		The slot of stream (dboid, relid) for replay, taking a free one if
@@ -1513,23 +1563,45 @@ static int
 replay_slot(Oid dboid, Oid relid)
 {
 	int			slotno;
+	FullTransactionId removable;
 
 	LWLockAcquire(shared->lock, LW_EXCLUSIVE);
 	slotno = find_slot_of(dboid, relid);
 	if (slotno < 0)
-	{
 		slotno = find_free_slot();
+	LWLockRelease(shared->lock);
+
+	/*
+	 * Every slot taken.  The primary frees a stream's slot at the commit of
+	 * its DROP TABLE or disable() without a record, so a standby's slots
+	 * fill up as streams come and go; take one that holds nothing any
+	 * snapshot still needs.  The oldest xmin is read before the global
+	 * lock is taken (see the lock order at the top of the file).
+	 */
+	removable = replay_removable_before();
+	LWLockAcquire(shared->lock, LW_EXCLUSIVE);
+	if (slotno < 0 || get_slot(slotno)->in_use)
+	{
+		slotno = find_slot_of(dboid, relid);
 		if (slotno >= 0)
 		{
-			StreamSlot *slot = get_slot(slotno);
-
-			LWLockAcquire(slot->lock, LW_EXCLUSIVE);
-			reset_slot(slot, dboid, relid);
-			LWLockRelease(slot->lock);
+			LWLockRelease(shared->lock);
+			return slotno;
 		}
-		else
-			shared->replay_lost = true;
+		slotno = find_free_slot();
+		if (slotno < 0)
+			slotno = reclaim_idle_slot(removable);
 	}
+	if (slotno >= 0)
+	{
+		StreamSlot *slot = get_slot(slotno);
+
+		LWLockAcquire(slot->lock, LW_EXCLUSIVE);
+		reset_slot(slot, dboid, relid);
+		LWLockRelease(slot->lock);
+	}
+	else
+		shared->replay_lost = true;
 	LWLockRelease(shared->lock);
 	return slotno;
 }
@@ -1590,7 +1662,18 @@ stream_replay_numbers(const xl_stream_numbers *rec)
 	/* replay of the record advanced nextXid past its running xid */
 	xid = full_xid(ReadNextFullTransactionId(), rec->xid);
 	slot = get_slot(slotno);
-	if (slot->nentries >= PRUNE_MIN_ENTRIES &&
+	/*
+	 * Pruning trusts GetOldestNonRemovableTransactionId() to be at or
+	 * below every xid the primary still runs.  Until the standby has
+	 * replayed a running-xacts record that tracks them all
+	 * (STANDBY_SNAPSHOT_READY), it does not know those xids and the value
+	 * can be above one of them: an entry of an open transaction would be
+	 * dropped, and once a round completes a snapshot could get a horizon
+	 * above its numbers.  So nothing is pruned before that; the list
+	 * makes room by eviction meanwhile (add_replayed).
+	 */
+	if (standbyState == STANDBY_SNAPSHOT_READY &&
+		slot->nentries >= PRUNE_MIN_ENTRIES &&
 		slot->appends_since_prune >= PRUNE_MIN_APPENDS)
 	{
 		FullTransactionId removable = replay_removable_before();
@@ -1844,7 +1927,9 @@ stream_slot_standby_horizon(StreamRef *ref, Snapshot snapshot, int64 *horizon)
 		return STANDBY_HORIZON_OLD_SNAPSHOT;
 
 	next = ReadNextFullTransactionId();
-	slot = lock_slot_or_error(ref, LW_SHARED);
+	slot = lock_slot(ref, LW_SHARED);
+	if (slot == NULL)
+		return STANDBY_HORIZON_MOVED;
 	if (!slot->started)
 	{
 		LWLockRelease(slot->lock);

@@ -1,0 +1,98 @@
+
+# Copyright (c) stream_seq contributors
+#
+# 023_standby_stream_churn.pl: streams come and go on the primary (created,
+# written, dropped or disabled) while a hot standby with the same small
+# stream_seq.max_streams serves horizon() and read().  The primary frees a
+# stream's slot at commit of its DROP TABLE or disable(), and no record
+# tells the standby; redo must take back a slot nothing needs any more
+# instead of giving up on every stream (54000 until a restart).  A reader
+# session stays connected on the standby throughout, so a slot taken from
+# under it is exercised too, and an ordinary role reads.
+
+use strict;
+use warnings;
+
+use PostgreSQL::Test::Cluster;
+use PostgreSQL::Test::Utils;
+use Test::More;
+use StreamSeqTest;
+
+my $primary = new_node('primary',
+	"stream_seq.max_streams = 2\nstream_seq.round_interval = 200ms\n",
+	allows_streaming => 1);
+$primary->safe_psql('postgres', q{
+CREATE EXTENSION stream_seq;
+CREATE ROLE reader LOGIN;
+GRANT USAGE ON SCHEMA stream_seq TO reader;
+CREATE TABLE keep (payload int);
+SELECT stream_seq.enable('keep');
+GRANT SELECT ON keep TO reader;
+SELECT stream_seq.create_consumer('keep', 'c');
+INSERT INTO keep SELECT g FROM generate_series(1, 3) g;
+});
+my $standby = new_standby($primary, 'standby');
+ok( $standby->poll_query_until('postgres',
+		"SELECT stream_seq.horizon('keep') = 4"),
+	'standby: horizon() of the stream that stays');
+
+# a reader connected to the standby for the whole test, as the reader role
+my $reader = session($standby,
+	$standby->connstr('postgres') . ' user=reader');
+
+my $rounds = 8;
+my @errors;
+for my $i (1 .. $rounds)
+{
+	my $how = $i % 2 ? 'DROP TABLE' : 'disable';
+	$primary->safe_psql('postgres', qq{
+CREATE TABLE churn_$i (payload int);
+SELECT stream_seq.enable('churn_$i');
+GRANT SELECT ON churn_$i TO reader;
+INSERT INTO churn_$i SELECT g FROM generate_series(1, $i) g;
+INSERT INTO keep VALUES ($i);
+});
+	$primary->wait_for_catchup($standby, 'replay');
+	# the standby reads the new stream and the one that stays
+	my $r = $reader->query(
+		"SELECT stream_seq.horizon('churn_$i') || '|' || stream_seq.horizon('keep')");
+	push @errors, "round $i: $r->{sqlstate} $r->{message}"
+	  if defined $r->{sqlstate};
+	is($r->{out}, ($i + 1) . '|' . ($i + 4),
+		"round $i: the standby's horizons of the new stream and the one that stays");
+	if ($how eq 'disable')
+	{
+		$primary->safe_psql('postgres', qq{
+SELECT stream_seq.disable('churn_$i');
+DROP TABLE churn_$i;});
+	}
+	else
+	{
+		$primary->safe_psql('postgres', "DROP TABLE churn_$i");
+	}
+}
+$primary->wait_for_catchup($standby, 'replay');
+is(join('; ', @errors), '', 'no reader query on the standby failed');
+
+# the standby still reads, and a consumer's page comes from it
+is( $reader->query(
+		q{SELECT string_agg(payload::text, ',' ORDER BY seq) FROM keep
+		   WHERE seq > 0 AND seq < stream_seq.horizon('keep')})->{out},
+	'1,2,3,' . join(',', 1 .. $rounds),
+	'standby: the stream that stays reads in full');
+is( $standby->safe_psql('postgres',
+		q{SELECT count(*) FROM stream_seq.read('keep', 'c', 100)}),
+	3 + $rounds,
+	'standby: read() of its consumer');
+# a new stream after the churn is served too, by a new session
+$primary->safe_psql('postgres', q{
+CREATE TABLE late (payload int);
+SELECT stream_seq.enable('late');
+INSERT INTO late VALUES (1), (2);
+});
+$primary->wait_for_catchup($standby, 'replay');
+is($standby->safe_psql('postgres', "SELECT stream_seq.horizon('late')"),
+	3, 'standby: a stream created after the churn');
+$reader->close;
+
+done_testing();
