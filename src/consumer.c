@@ -13,7 +13,8 @@
  * more.  So each backend remembers, for its current transaction, the
  * position it last saw of each consumer, and advance() locks the
  * consumer's row and fails with SQLSTATE SS001, changing nothing, if the
- * position there is not the one remembered.  An advance in a transaction
+ * position there is not the one remembered and was not set by this
+ * transaction itself.  An advance in a transaction
  * that never looked at the position has nothing to compare and is not
  * fenced; groups are fenced by their tokens (group.c).
  *
@@ -34,6 +35,7 @@
 #include "utils/builtins.h"
 #include "utils/lsyscache.h"
 
+#include "access/xact.h"
 #include "storage/proc.h"
 #include "utils/memutils.h"
 
@@ -188,14 +190,13 @@ find_seen_position(Oid relid, const char *consumer)
 }
 
 /*
- * stream_remember_position
- *		Record that this transaction saw (or itself set) "position" as the
- *		position of a plain consumer, for the fence of advance().  A
- *		rolled-back savepoint leaves the entry: the page read under it was
- *		still read.
+ * remember_position
+ *		Record that this transaction saw "position" as the position of a
+ *		plain consumer, for the fence of advance().  A rolled-back savepoint
+ *		leaves the entry: the page read under it was still read.
  */
-void
-stream_remember_position(Oid relid, const char *consumer, int64 position)
+static void
+remember_position(Oid relid, const char *consumer, int64 position)
 {
 	SeenPosition *seen = find_seen_position(relid, consumer);
 
@@ -215,16 +216,29 @@ stream_remember_position(Oid relid, const char *consumer, int64 position)
 /*
  * check_position_unchanged
  *		advance()'s fence: the consumer's locked row holds "position"; if
- *		this transaction saw another one, the consumer was moved by someone
- *		else since (a reset, or another worker's advance), and the page the
- *		caller processed is stale.
+ *		this transaction saw another one and did not move the consumer
+ *		itself, someone else moved it since (a reset, or another worker's
+ *		advance), and the page the caller processed is stale.  Whether this
+ *		transaction moved it is read from the row's xmin, not remembered:
+ *		an advance rolled back to a savepoint leaves the row as it was.
  */
 static void
 check_position_unchanged(Oid relid, const char *consumer, int64 position)
 {
 	SeenPosition *seen = find_seen_position(relid, consumer);
+	Oid			argtypes[2] = {REGCLASSOID, TEXTOID};
+	Datum		values[2];
+	int64		xmin;
+	bool		found;
 
-	if (seen != NULL && seen->position != position)
+	if (seen == NULL || seen->position == position)
+		return;
+	values[0] = ObjectIdGetDatum(relid);
+	values[1] = CStringGetTextDatum(consumer);
+	stream_catalog_exec("SELECT xmin::pg_catalog.text::pg_catalog.int8 "
+						"FROM stream_seq.consumer WHERE stream = $1 AND consumer = $2",
+						2, argtypes, values, &xmin, 1, &found);
+	if (!found || !TransactionIdIsCurrentTransactionId((TransactionId) xmin))
 		ereport(ERROR,
 				(errcode(ERRCODE_STREAM_LEASE_LOST),
 				 errmsg("consumer \"%s\" of stream table \"%s\" was moved by another transaction",
@@ -377,7 +391,7 @@ stream_seq_position(PG_FUNCTION_ARGS)
 	(void) stream_lookup(relid, false);
 	stream_check_select(relid);
 	position = plain_consumer_lookup(relid, consumer, false, NULL);
-	stream_remember_position(relid, consumer, position);
+	remember_position(relid, consumer, position);
 	PG_RETURN_INT64(position);
 }
 
@@ -444,7 +458,6 @@ stream_seq_advance(PG_FUNCTION_ARGS)
 
 	stream_check_advance(ref, psprintf("consumer \"%s\"", consumer), position,
 						 to_position);
-	stream_remember_position(relid, consumer, to_position);
 	if (to_position == position)
 		PG_RETURN_VOID();
 

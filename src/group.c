@@ -801,8 +801,6 @@ stream_seq_reset(PG_FUNCTION_ARGS)
 										5, argtypes, values, nulls);
 	if (changed == 0)
 		elog(ERROR, "consumer \"%s\" was not reset", consumer);
-	if (slots == 0)
-		stream_remember_position(relid, consumer, to_position);
 	PG_RETURN_VOID();
 }
 
