@@ -26,6 +26,7 @@
 #include "miscadmin.h"
 #include "pgstat.h"
 #include "utils/inval.h"
+#include "utils/memutils.h"
 #include "utils/snapmgr.h"
 #include "utils/timestamp.h"
 
@@ -92,6 +93,8 @@ stream_seq_wait(PG_FUNCTION_ARGS)
 	StreamRef  *ref;
 	ConditionVariable *cv;
 	int64		horizon;
+	MemoryContext per_check;
+	MemoryContext caller;
 
 	if (PG_ARGISNULL(0) || PG_ARGISNULL(1) || PG_ARGISNULL(2))
 		ereport(ERROR,
@@ -109,6 +112,16 @@ stream_seq_wait(PG_FUNCTION_ARGS)
 				 errmsg("stream_seq.wait() cannot be used in a REPEATABLE READ or SERIALIZABLE transaction"),
 				 errdetail("The transaction's snapshot would not see the rows it waits for.")));
 
+	/*
+	 * Each check may allocate (on a standby with nothing replayed for the
+	 * stream, it reads the table's maximum every STANDBY_RECHECK_MS): in a
+	 * context of its own, emptied before the next, so that a long timeout
+	 * does not grow the caller's memory.
+	 */
+	per_check = AllocSetContextCreate(CurrentMemoryContext,
+									  "stream_seq wait",
+									  ALLOCSET_SMALL_SIZES);
+	caller = MemoryContextSwitchTo(per_check);
 	cv = stream_slot_advanced_cv(ref);
 	for (;;)
 	{
@@ -116,6 +129,7 @@ stream_seq_wait(PG_FUNCTION_ARGS)
 		long		sleep_ms;
 		TimestampTz now;
 
+		MemoryContextReset(per_check);
 		ConditionVariablePrepareToSleep(cv);
 		horizon = stream_compute_horizon(ref, GetLatestSnapshot(),
 										 &visible_horizon);
@@ -149,5 +163,7 @@ stream_seq_wait(PG_FUNCTION_ARGS)
 		}
 	}
 	ConditionVariableCancelSleep();
+	MemoryContextSwitchTo(caller);
+	MemoryContextDelete(per_check);
 	PG_RETURN_INT64(horizon);
 }
