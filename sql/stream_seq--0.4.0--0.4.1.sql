@@ -96,3 +96,18 @@ CREATE FUNCTION stream_seq.unseal_partition(partition regclass) RETURNS boolean
   LANGUAGE C VOLATILE;
 COMMENT ON FUNCTION stream_seq.unseal_partition(regclass) IS
   'let a sealed partition of a stream take rows again; returns whether it was sealed';
+
+-- DETACH PARTITION ... CONCURRENTLY hides the partition from new
+-- snapshots when its first transaction commits; first() must have moved
+-- past its numbers by then, not only when the command finishes.
+CREATE FUNCTION stream_seq._on_ddl_start() RETURNS event_trigger
+  AS 'MODULE_PATHNAME', 'stream_seq_on_ddl_start'
+  LANGUAGE C;
+COMMENT ON FUNCTION stream_seq._on_ddl_start() IS
+  'internal: ddl_command_start event trigger; moves first() past a partition before DETACH ... CONCURRENTLY hides it';
+REVOKE EXECUTE ON FUNCTION stream_seq._on_ddl_start() FROM PUBLIC;
+CREATE EVENT TRIGGER stream_seq_ddl_start ON ddl_command_start
+  WHEN TAG IN ('ALTER TABLE')
+  EXECUTE FUNCTION stream_seq._on_ddl_start();
+COMMENT ON EVENT TRIGGER stream_seq_ddl_start IS
+  'stream_seq: moves first() past a partition before DETACH ... CONCURRENTLY hides it';

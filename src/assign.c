@@ -302,6 +302,14 @@ stream_seq_guard_trigger(PG_FUNCTION_ARGS)
 				 errdetail("A sealed partition takes no more rows; its range of numbers is final."),
 				 errhint("Insert rows whose partition key falls in a newer partition, or let it take rows again with stream_seq.unseal_partition().")));
 
+	if (target->detaching)
+		ereport(ERROR,
+				(errcode(ERRCODE_OBJECT_NOT_IN_PREREQUISITE_STATE),
+				 errmsg("partition \"%s\" of stream table \"%s\" is being detached",
+						RelationGetRelationName(rel), get_rel_name(ref->relid)),
+				 errdetail("Its numbers have left the stream; readers no longer see it."),
+				 errhint("Insert the row again: it goes to another partition.")));
+
 	xact_writer_get(target);
 	xs = xact_stream_get(ref);
 	if (xs->inserted++ == 0)

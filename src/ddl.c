@@ -50,6 +50,7 @@
 
 PG_FUNCTION_INFO_V1(stream_seq_on_sql_drop);
 PG_FUNCTION_INFO_V1(stream_seq_on_ddl_end);
+PG_FUNCTION_INFO_V1(stream_seq_on_ddl_start);
 
 /*
  * event_rows
@@ -669,5 +670,58 @@ stream_seq_on_ddl_end(PG_FUNCTION_ARGS)
 		}
 	}
 	ExecDropSingleTupleTableSlot(slot);
+	PG_RETURN_VOID();
+}
+
+/*
+ * stream_seq_on_ddl_start
+ *		ddl_command_start event trigger for ALTER TABLE.  ALTER TABLE ...
+ *		DETACH PARTITION ... CONCURRENTLY commits its first transaction,
+ *		after which new snapshots no longer see the partition, then waits
+ *		for older snapshots before it finishes and ddl_command_end runs.  A
+ *		consumer reading in between would advance past the partition's
+ *		numbers without seeing its rows, and first() would move past them
+ *		only afterwards: nobody told.  So before the command starts, in its
+ *		first transaction, the partition's writers are waited for and
+ *		first() moves past its highest number (stream_partition_detaching);
+ *		rows that would still arrive there are refused by its guard trigger
+ *		once the detach is pending (assign.c).
+ */
+Datum
+stream_seq_on_ddl_start(PG_FUNCTION_ARGS)
+{
+	EventTriggerData *trigdata = (EventTriggerData *) fcinfo->context;
+	AlterTableStmt *stmt;
+	ListCell   *lc;
+
+	if (!CALLED_AS_EVENT_TRIGGER(fcinfo))
+		ereport(ERROR,
+				(errcode(ERRCODE_E_R_I_E_TRIGGER_PROTOCOL_VIOLATED),
+				 errmsg("stream_seq._on_ddl_start() must be called as an event trigger")));
+	if (creating_extension || !OidIsValid(stream_namespace(true)) ||
+		!IsA(trigdata->parsetree, AlterTableStmt))
+		PG_RETURN_VOID();
+	stmt = (AlterTableStmt *) trigdata->parsetree;
+	foreach(lc, stmt->cmds)
+	{
+		AlterTableCmd *at = lfirst(lc);
+		PartitionCmd *part;
+		Oid			parent;
+		Oid			relid;
+		Oid			stream;
+
+		if (!IsA(at, AlterTableCmd) || at->subtype != AT_DetachPartition)
+			continue;
+		part = (PartitionCmd *) at->def;
+		if (!part->concurrent)
+			continue;
+		parent = RangeVarGetRelid(stmt->relation, NoLock, true);
+		relid = RangeVarGetRelid(part->name, NoLock, true);
+		if (!OidIsValid(parent) || !OidIsValid(relid))
+			continue;
+		stream = stream_catalog_has(parent) ? parent : stream_root_of(parent);
+		if (OidIsValid(stream))
+			stream_partition_detaching(stream, relid);
+	}
 	PG_RETURN_VOID();
 }

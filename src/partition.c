@@ -188,12 +188,34 @@ stream_root_of(Oid relid)
 }
 
 /*
+ * partition_detaching
+ *		Whether partition "relid", or a partitioned table above it, is
+ *		being detached concurrently (its DETACH ... CONCURRENTLY committed
+ *		its first transaction and has not finished).
+ */
+static bool
+partition_detaching(Oid relid)
+{
+	List	   *ancestors = get_partition_ancestors(relid);
+	ListCell   *lc;
+	bool		detaching = PartitionHasPendingDetach(relid);
+
+	foreach(lc, ancestors)
+	{
+		if (!detaching && get_rel_relispartition(lfirst_oid(lc)))
+			detaching = PartitionHasPendingDetach(lfirst_oid(lc));
+	}
+	list_free(ancestors);
+	return detaching;
+}
+
+/*
  * stream_lookup_target
  *		What the triggers need to know of the table they fired on: the
  *		stream its rows belong to (itself, or the partitioned table at the
  *		top of its partition tree), where the stream column is in it (an
  *		attached table may order its columns differently), and whether it
- *		is a sealed partition.  Cached until the table's relcache entry,
+ *		is a sealed partition or one being detached.  Cached until the table's relcache entry,
  *		or its stream's, is invalidated.
  */
 StreamTarget *
@@ -226,6 +248,7 @@ stream_lookup_target(Relation rel)
 		target->stream = relid;
 		target->seq_attnum = ref->seq_attnum;
 		target->sealed = false;
+		target->detaching = false;
 	}
 	else
 	{
@@ -247,6 +270,7 @@ stream_lookup_target(Relation rel)
 			elog(ERROR, "partition \"%s\" has no column \"%s\"",
 				 RelationGetRelationName(rel), column);
 		target->sealed = partition_is_sealed(relid);
+		target->detaching = partition_detaching(relid);
 	}
 	target->valid = true;
 	return target;
@@ -522,6 +546,24 @@ stream_partition_detached(Oid stream, Oid relid)
 	found = partition_number_range(relid, partition_column(ref, relid),
 								   &lowest, &highest);
 	record_partition_gone(stream, relid, found, highest);
+}
+
+/*
+ * stream_partition_detaching
+ *		Before ALTER TABLE ... DETACH PARTITION ... CONCURRENTLY of
+ *		partition "relid" of stream "stream", in the command's first
+ *		transaction: wait for the transactions writing to the partition
+ *		(SHARE lock, until that transaction commits), then record that its
+ *		numbers leave the stream, so that first() has moved by the time new
+ *		snapshots stop seeing the partition.  Later writers find it
+ *		detaching and are refused (stream_lookup_target).  ddl_command_end
+ *		records it once more when the detach is done.
+ */
+void
+stream_partition_detaching(Oid stream, Oid relid)
+{
+	LockRelationOid(relid, ShareLock);
+	stream_partition_detached(stream, relid);
 }
 
 /*

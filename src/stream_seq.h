@@ -63,6 +63,7 @@ typedef struct StreamTarget
 	Oid			stream;			/* the stream table its rows belong to */
 	AttrNumber	seq_attnum;		/* the stream column, in this table */
 	bool		sealed;			/* a sealed partition: takes no rows */
+	bool		detaching;		/* being detached concurrently: neither */
 } StreamTarget;
 
 /* What stream_reserve needs before it can hand out numbers. */
@@ -306,6 +307,9 @@ extern bool stream_slowest_consumer(Oid relid, char **consumer,
 extern void stream_check_not_null(FunctionCallInfo fcinfo, int nargs,
 								  const char *what);
 extern void stream_check_consumer_name(const char *consumer);
+extern void stream_partition_detaching(Oid stream, Oid relid);
+extern bool stream_slots_floor(Oid relid, int64 horizon, char **consumer,
+							   int64 *position);
 extern int64 stream_consumer_lookup(Oid relid, const char *consumer,
 									bool for_update, Oid *owner, int *slots);
 extern void stream_check_consumer_owner(Oid relid, const char *consumer,
