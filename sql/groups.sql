@@ -222,3 +222,30 @@ SELECT (SELECT count(*) FROM stream_seq.consumer_slot) AS slots,
 DROP TABLE gev;
 REVOKE USAGE ON SCHEMA stream_seq FROM group_other;
 DROP ROLE group_other;
+
+-- a slot whose keys get no rows is never advanced by a worker that
+-- advances past what it read; retention counts each slot as finished up
+-- to just below its next row (the horizon if it has none), so it stops
+-- only before a row some slot has still to read
+CREATE TABLE gidle (k int NOT NULL, seq bigint);
+SELECT stream_seq.enable('gidle');
+SELECT stream_seq.create_group('gidle', 'g', 'k', 2);
+-- every row has a key of one slot
+INSERT INTO gidle SELECT 7 FROM generate_series(1, 6);
+SELECT stream_seq.slot_of('7', 2) AS busy_slot \gset
+SELECT stream_seq.trim('gidle', 4);
+\echo :LAST_ERROR_SQLSTATE
+SELECT token FROM stream_seq.claim('gidle', 'g', 'w', '1 minute') WHERE slot = :busy_slot \gset
+SELECT stream_seq.advance_slot('gidle', 'g', :busy_slot, :token, 3);
+SELECT stream_seq.trim('gidle', 4) AS trimmed;
+SELECT stream_seq.trim('gidle', 5);
+\echo :LAST_ERROR_SQLSTATE
+-- a row for the idle slot's keys holds retention just below it
+SELECT k FROM generate_series(1, 50) k WHERE stream_seq.slot_of(k::text, 2) <> :busy_slot LIMIT 1 \gset
+INSERT INTO gidle VALUES (:k);
+SELECT stream_seq.advance_slot('gidle', 'g', :busy_slot, :token, 7);
+SELECT stream_seq.trim('gidle', 8);
+\echo :LAST_ERROR_SQLSTATE
+SELECT stream_seq.trim('gidle', 7) AS trimmed;
+SELECT stream_seq.disable('gidle');
+DROP TABLE gidle;

@@ -480,8 +480,6 @@ stream_seq_advance(PG_FUNCTION_ARGS)
 #define SLOWEST_POSITIONS \
 	"(SELECT consumer, position FROM stream_seq.consumer " \
 	"  WHERE stream::pg_catalog.oid = $1 AND slots IS NULL " \
-	" UNION ALL SELECT consumer || ' (slot ' || slot || ')', position " \
-	"  FROM stream_seq.consumer_slot WHERE stream::pg_catalog.oid = $1 " \
 	" UNION ALL SELECT consumer || ' (parked ' || seq || ')', seq - 1 " \
 	"  FROM stream_seq.parked WHERE stream::pg_catalog.oid = $1 AND NOT resolved) p"
 #define PLAIN_POSITIONS \
@@ -492,8 +490,10 @@ stream_seq_advance(PG_FUNCTION_ARGS)
  * stream_slowest_consumer
  *		The consumer of the stream with the lowest position (a slot of a
  *		group, or a parked row, count as positions), whoever owns it and
- *		whoever may read it; false if the stream has none.  For trim(),
- *		which must not pass it.
+ *		whoever may read it; false if the stream has none.  For trim() and
+ *		drop_partitions(), which must not pass it.  A slot with nothing to
+ *		read below the horizon counts as having finished up to it
+ *		(stream_slots_floor).
  */
 bool
 stream_slowest_consumer(Oid relid, char **consumer, int64 *position)
@@ -505,20 +505,38 @@ stream_slowest_consumer(Oid relid, char **consumer, int64 *position)
 	char	   *name;
 	const char *positions;
 
+	char	   *slot_name;
+	int64		slot_position;
+	bool		groups = have_groups();
+
 	values[0] = ObjectIdGetDatum(relid);
-	positions = have_groups() ? SLOWEST_POSITIONS : PLAIN_POSITIONS;
+	positions = groups ? SLOWEST_POSITIONS : PLAIN_POSITIONS;
 	stream_catalog_exec(psprintf("SELECT position FROM %s ORDER BY position LIMIT 1",
 								 positions),
 						1, argtypes, values, row, 1, &found);
-	if (!found)
-		return false;
-	*position = row[0];
+	if (found)
+	{
+		*position = row[0];
 
-	/* its name, as text: fetched on its own, stream_catalog_exec reads int8 */
-	name = stream_catalog_text(psprintf("SELECT consumer FROM %s "
-										"ORDER BY position, consumer LIMIT 1",
-										positions),
-							   1, argtypes, values);
-	*consumer = name != NULL ? name : pstrdup("?");
-	return true;
+		/*
+		 * its name, as text: fetched on its own, stream_catalog_exec reads
+		 * int8
+		 */
+		name = stream_catalog_text(psprintf("SELECT consumer FROM %s "
+											"ORDER BY position, consumer LIMIT 1",
+											positions),
+								   1, argtypes, values);
+		*consumer = name != NULL ? name : pstrdup("?");
+	}
+	if (groups &&
+		stream_slots_floor(relid,
+						   stream_statement_horizon(stream_lookup(relid, false)),
+						   &slot_name, &slot_position) &&
+		(!found || slot_position < *position))
+	{
+		*consumer = slot_name;
+		*position = slot_position;
+		found = true;
+	}
+	return found;
 }

@@ -804,6 +804,141 @@ stream_seq_reset(PG_FUNCTION_ARGS)
 	PG_RETURN_VOID();
 }
 
+/*
+ * slot_finished_upto
+ *		How far slot "slot" (slot expression "slot_expr") has finished as
+ *		far as retention is concerned: just below its first row numbered
+ *		after "position" and below "horizon", or horizon - 1 if it has no
+ *		such row.  Read as the table's owner: the key expression is the
+ *		owner's code, not to be run as the extension's owner, and the owner
+ *		sees every row unless the table forces row-level security on it.
+ */
+static int64
+slot_finished_upto(Oid relid, const char *slot_expr, int slot,
+				   int64 position, int64 horizon)
+{
+	StreamRef  *ref = stream_lookup(relid, false);
+	const char *column = quote_identifier(get_attname(relid, ref->seq_attnum, false));
+	Oid			argtypes[3] = {INT4OID, INT8OID, INT8OID};
+	Datum		values[3];
+	int			save_nestlevel;
+	Oid			save_userid;
+	int			save_sec_context;
+	int64		next_row = horizon;
+	bool		isnull;
+
+	values[0] = Int32GetDatum(slot);
+	values[1] = Int64GetDatum(position);
+	values[2] = Int64GetDatum(horizon);
+	stream_run_as(ref->owner, &save_nestlevel, &save_userid, &save_sec_context);
+	if (SPI_connect() != SPI_OK_CONNECT)
+		elog(ERROR, "SPI_connect failed");
+	if (SPI_execute_with_args(psprintf("SELECT t.%s FROM %s t WHERE %s = $1 "
+									   "AND t.%s > $2 AND t.%s < $3 "
+									   "ORDER BY t.%s LIMIT 1",
+									   column, stream_source(relid), slot_expr,
+									   column, column, column),
+							  3, argtypes, values, NULL, true, 1) != SPI_OK_SELECT)
+		elog(ERROR, "could not read slot %d of stream table \"%s\"",
+			 slot, get_rel_name(relid));
+	if (SPI_processed > 0)
+	{
+		Datum		value = SPI_getbinval(SPI_tuptable->vals[0],
+										  SPI_tuptable->tupdesc, 1, &isnull);
+
+		if (!isnull)
+			next_row = DatumGetInt64(value);
+	}
+	SPI_finish();
+	stream_run_as_end(save_nestlevel, save_userid, save_sec_context);
+	return next_row - 1;
+}
+
+/*
+ * stream_slots_floor
+ *		For retention: the lowest position over the slots of the stream's
+ *		groups, counting each slot as finished up to just below its next
+ *		row (horizon - 1 if it has none below "horizon"; see
+ *		slot_finished_upto).  A slot whose keys get no new rows is never
+ *		advanced by a worker that advances only past rows it read; counted
+ *		by its position it would block trim() and drop_partitions() for
+ *		good, though retention would take nothing it still has to read.
+ *		Slots are taken in position order, and one whose position is at or
+ *		above the lowest found so far cannot lower it.  False if the stream
+ *		has no group; "consumer" gets the slot's name.
+ */
+bool
+stream_slots_floor(Oid relid, int64 horizon, char **consumer, int64 *position)
+{
+	int			save_nestlevel;
+	Oid			save_userid;
+	int			save_sec_context;
+	Oid			argtypes[1] = {OIDOID};
+	Datum		values[1];
+	uint64		n;
+	uint64		i;
+	char	  **names;
+	char	  **exprs;
+	int		   *slots;
+	int64	   *positions;
+	bool		any = false;
+
+	/* every slot, slowest first, with its group's slot expression */
+	values[0] = ObjectIdGetDatum(relid);
+	stream_run_as(stream_catalog_owner(), &save_nestlevel, &save_userid,
+				  &save_sec_context);
+	if (SPI_connect() != SPI_OK_CONNECT)
+		elog(ERROR, "SPI_connect failed");
+	if (SPI_execute_with_args("SELECT s.consumer, c.slot_expr, s.slot, s.position "
+							  "FROM stream_seq.consumer_slot s "
+							  "JOIN stream_seq.consumer c USING (stream, consumer) "
+							  "WHERE s.stream::pg_catalog.oid = $1 "
+							  "ORDER BY s.position, s.consumer, s.slot",
+							  1, argtypes, values, NULL, true, 0) != SPI_OK_SELECT)
+		elog(ERROR, "could not list the slots of stream \"%s\"", get_rel_name(relid));
+	n = SPI_processed;
+	names = SPI_palloc(sizeof(char *) * Max(n, 1));
+	exprs = SPI_palloc(sizeof(char *) * Max(n, 1));
+	slots = SPI_palloc(sizeof(int) * Max(n, 1));
+	positions = SPI_palloc(sizeof(int64) * Max(n, 1));
+	for (i = 0; i < n; i++)
+	{
+		HeapTuple	tuple = SPI_tuptable->vals[i];
+		TupleDesc	desc = SPI_tuptable->tupdesc;
+		bool		isnull;
+		char	   *name = SPI_getvalue(tuple, desc, 1);
+		char	   *expr = SPI_getvalue(tuple, desc, 2);
+
+		names[i] = SPI_palloc(strlen(name) + 1);
+		strcpy(names[i], name);
+		exprs[i] = expr == NULL ? NULL : SPI_palloc(strlen(expr) + 1);
+		if (expr != NULL)
+			strcpy(exprs[i], expr);
+		slots[i] = DatumGetInt32(SPI_getbinval(tuple, desc, 3, &isnull));
+		positions[i] = DatumGetInt64(SPI_getbinval(tuple, desc, 4, &isnull));
+	}
+	SPI_finish();
+	stream_run_as_end(save_nestlevel, save_userid, save_sec_context);
+
+	for (i = 0; i < n; i++)
+	{
+		int64		finished = positions[i];
+
+		if (any && positions[i] >= *position)
+			break;
+		if (positions[i] < horizon - 1 && exprs[i] != NULL)
+			finished = slot_finished_upto(relid, exprs[i], slots[i],
+										  positions[i], horizon);
+		if (!any || finished < *position)
+		{
+			*consumer = psprintf("%s (slot %d)", names[i], slots[i]);
+			*position = finished;
+			any = true;
+		}
+	}
+	return any;
+}
+
 /* Rows counted by _slot_backlog at most: a monitoring figure, not a scan. */
 #define BACKLOG_CAP 100000
 
