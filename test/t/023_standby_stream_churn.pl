@@ -16,6 +16,7 @@ use warnings;
 use PostgreSQL::Test::Cluster;
 use PostgreSQL::Test::Utils;
 use Test::More;
+use Time::HiRes qw(usleep);
 use StreamSeqTest;
 
 my $primary = new_node('primary',
@@ -94,5 +95,58 @@ $primary->wait_for_catchup($standby, 'replay');
 is($standby->safe_psql('postgres', "SELECT stream_seq.horizon('late')"),
 	3, 'standby: a stream created after the churn');
 $reader->close;
+
+# wait() on the standby for a stream nothing was replayed for rechecks the
+# table every 10 ms; its memory must not grow with each recheck.  The
+# primary restarts cleanly (nothing lists stream "idle" after that), and
+# the standby restarts from a restartpoint at the checkpoint made after it.
+$primary->safe_psql('postgres', q{
+DROP TABLE late;
+CREATE TABLE idle (payload int);
+SELECT stream_seq.enable('idle');
+GRANT SELECT ON idle TO reader;
+INSERT INTO idle VALUES (1), (2);
+});
+$primary->restart;
+$primary->safe_psql('postgres', 'CHECKPOINT');
+$primary->wait_for_catchup($standby, 'replay');
+$standby->safe_psql('postgres', 'CHECKPOINT');
+$standby->restart;
+ok( $standby->poll_query_until('postgres',
+		q{SELECT head IS NULL AND horizon = 3 FROM stream_seq.streams
+		   WHERE stream = 'idle'::regclass}),
+	'standby: nothing replayed for stream "idle"; horizon from its rows');
+my $waiter = bg_psql($standby, 'SET ROLE reader',
+	q{SELECT stream_seq.wait('idle', 100, '6 s')});
+ok( $standby->poll_query_until('postgres', q{
+SELECT count(*) = 1 FROM pg_stat_activity
+ WHERE query LIKE '%wait(''idle''%' AND wait_event_type = 'Extension'}),
+	'standby: a reader waits for stream "idle"');
+my $waiter_pid = $standby->safe_psql('postgres', q{
+SELECT pid FROM pg_stat_activity
+ WHERE query LIKE '%wait(''idle''%' AND wait_event_type = 'Extension'});
+
+# the waiting backend's memory, as pg_log_backend_memory_contexts logs it
+sub waiter_memory
+{
+	my $offset = log_offset($standby);
+	$standby->safe_psql('postgres',
+		"SELECT pg_log_backend_memory_contexts($waiter_pid)");
+	my $total;
+	for (1 .. 100)
+	{
+		($total) = log_since($standby, $offset) =~ /Grand total: (\d+) bytes/;
+		last if defined $total;
+		usleep(50_000);
+	}
+	return $total // -1;
+}
+usleep(500_000);
+my $early = waiter_memory();
+usleep(4_000_000);
+my $late = waiter_memory();
+cmp_ok($late - $early, '<', 8192,
+	"standby: wait()'s memory does not grow with its rechecks ($early, then $late bytes)");
+is(wait_done($waiter, 30), 0, 'standby: the wait ended at its timeout');
 
 done_testing();
