@@ -91,20 +91,6 @@ static bool computed_horizon = false;
 #define MEMO_PRUNE_MIN 64
 
 /*
- * Snapshot contents remembered at most.  Pruning by MyProc->xmin cannot
- * drop anything while another session holds the xmin back: every
- * statement of a long READ COMMITTED transaction then adds an entry (its
- * snapshot's xmax moves as others commit) that none can remove.  Past
- * this many the memo starts afresh.  That is safe: the horizon computed
- * again for a snapshot still in use is a horizon for it too (the argument
- * in README, "Why the horizon is safe", holds whenever it is computed), so
- * a reader whose statement sees two values never skips a row; it only
- * gives up the promise of one value per snapshot for snapshots older than
- * the last MEMO_MAX ones.
- */
-#define MEMO_MAX 8192
-
-/*
  * forget_at_xact_end
  *		Transaction callback: forget the memo at transaction end, when its
  *		memory in TopTransactionContext goes away.  Cannot fail.
@@ -211,17 +197,16 @@ prune_memo(void)
 	TransactionId backend_xmin = MyProc->xmin;
 	HASH_SEQ_STATUS status;
 	HorizonMemo *memo;
-	bool		all = horizon_memo_count >= MEMO_MAX;
 
 	horizon_memo_prune_at = Max(MEMO_PRUNE_MIN, 2 * horizon_memo_count);
-	if (!all && !TransactionIdIsNormal(backend_xmin))
+	if (!TransactionIdIsNormal(backend_xmin))
 		return;
 	hash_seq_init(&status, horizon_memo);
 	while ((memo = hash_seq_search(&status)) != NULL)
 	{
 		ListCell   *lc;
 
-		if (!all && !TransactionIdPrecedes(memo->key.xmin, backend_xmin))
+		if (!TransactionIdPrecedes(memo->key.xmin, backend_xmin))
 			continue;
 		foreach(lc, memo->variants)
 		{
@@ -234,8 +219,7 @@ prune_memo(void)
 		hash_search(horizon_memo, &memo->key, HASH_REMOVE, NULL);
 		horizon_memo_count--;
 	}
-	horizon_memo_prune_at = Min(Max(MEMO_PRUNE_MIN, 2 * horizon_memo_count),
-								MEMO_MAX);
+	horizon_memo_prune_at = Max(MEMO_PRUNE_MIN, 2 * horizon_memo_count);
 }
 
 /*
