@@ -54,6 +54,19 @@ PG_FUNCTION_INFO_V1(stream_seq_head);
  * advances it only to the oldest registered snapshot, and only while no
  * snapshot is active), and every later one will too, so no live or future
  * snapshot can match them.
+ *
+ * That is the only bound.  While another session holds the xmin back, a
+ * long READ COMMITTED transaction adds an entry (about 200 bytes) for each
+ * statement that computes a horizon, none of which can be dropped, until
+ * it ends: 40,000 such statements held 8 MB.  Dropping entries by any
+ * other rule is not safe.  A horizon computed again for a snapshot still
+ * in use can be higher than the one given before (an entry whose
+ * transaction aborted meanwhile no longer counts), and a statement that
+ * evaluates "seq < horizon()" per row in physical order (a sequential
+ * scan's filter, a cursor fetched over many statements) would then reject
+ * a row with the old value and return a later one with the new value: a
+ * reader moving its cursor to the later row skips the earlier.  Nothing
+ * tells a finished snapshot from a live one by its content, so all stay.
  */
 typedef struct SnapshotKey
 {
