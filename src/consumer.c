@@ -190,10 +190,36 @@ find_seen_position(Oid relid, const char *consumer)
 }
 
 /*
+ * moved_here
+ *		Whether the consumer's row was last written by this transaction (an
+ *		advance() or reset() of its own, in a savepoint not rolled back):
+ *		read from the row's xmin, which a rolled-back savepoint undoes with
+ *		the row.
+ */
+static bool
+moved_here(Oid relid, const char *consumer)
+{
+	Oid			argtypes[2] = {REGCLASSOID, TEXTOID};
+	Datum		values[2];
+	int64		xmin;
+	bool		found;
+
+	values[0] = ObjectIdGetDatum(relid);
+	values[1] = CStringGetTextDatum(consumer);
+	stream_catalog_exec("SELECT xmin::pg_catalog.text::pg_catalog.int8 "
+						"FROM stream_seq.consumer WHERE stream = $1 AND consumer = $2",
+						2, argtypes, values, &xmin, 1, &found);
+	return found && TransactionIdIsCurrentTransactionId((TransactionId) xmin);
+}
+
+/*
  * remember_position
  *		Record that this transaction saw "position" as the position of a
- *		plain consumer, for the fence of advance().  A rolled-back savepoint
- *		leaves the entry: the page read under it was still read.
+ *		plain consumer, for the fence of advance().  The first position
+ *		seen stays unless this transaction moved the consumer itself: a
+ *		second read() after someone else moved it must not make the first
+ *		page look current.  A rolled-back savepoint leaves the entry: the
+ *		page read under it was still read.
  */
 static void
 remember_position(Oid relid, const char *consumer, int64 position)
@@ -207,10 +233,12 @@ remember_position(Oid relid, const char *consumer, int64 position)
 		seen = palloc(sizeof(SeenPosition));
 		seen->relid = relid;
 		seen->consumer = pstrdup(consumer);
+		seen->position = position;
 		seen_positions = lappend(seen_positions, seen);
 		MemoryContextSwitchTo(old);
 	}
-	seen->position = position;
+	else if (seen->position != position && moved_here(relid, consumer))
+		seen->position = position;
 }
 
 /*
@@ -226,19 +254,10 @@ static void
 check_position_unchanged(Oid relid, const char *consumer, int64 position)
 {
 	SeenPosition *seen = find_seen_position(relid, consumer);
-	Oid			argtypes[2] = {REGCLASSOID, TEXTOID};
-	Datum		values[2];
-	int64		xmin;
-	bool		found;
 
 	if (seen == NULL || seen->position == position)
 		return;
-	values[0] = ObjectIdGetDatum(relid);
-	values[1] = CStringGetTextDatum(consumer);
-	stream_catalog_exec("SELECT xmin::pg_catalog.text::pg_catalog.int8 "
-						"FROM stream_seq.consumer WHERE stream = $1 AND consumer = $2",
-						2, argtypes, values, &xmin, 1, &found);
-	if (!found || !TransactionIdIsCurrentTransactionId((TransactionId) xmin))
+	if (!moved_here(relid, consumer))
 		ereport(ERROR,
 				(errcode(ERRCODE_STREAM_LEASE_LOST),
 				 errmsg("consumer \"%s\" of stream table \"%s\" was moved by another transaction",

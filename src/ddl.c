@@ -38,6 +38,7 @@
 #include "funcapi.h"
 #include "miscadmin.h"
 #include "tcop/deparse_utility.h"
+#include "utils/acl.h"
 #include "utils/array.h"
 #include "utils/builtins.h"
 #include "utils/fmgroids.h"
@@ -718,6 +719,15 @@ stream_seq_on_ddl_start(PG_FUNCTION_ARGS)
 		parent = RangeVarGetRelid(stmt->relation, NoLock, true);
 		relid = RangeVarGetRelid(part->name, NoLock, true);
 		if (!OidIsValid(parent) || !OidIsValid(relid))
+			continue;
+
+		/*
+		 * This runs before PostgreSQL checks the command: a role that may
+		 * not detach (it must own the partitioned table) must not get to
+		 * lock the partition either; PostgreSQL refuses it right after.
+		 */
+		if (!pg_class_ownercheck(parent, GetUserId()) ||
+			!get_rel_relispartition(relid))
 			continue;
 		stream = stream_catalog_has(parent) ? parent : stream_root_of(parent);
 		if (OidIsValid(stream))

@@ -52,6 +52,7 @@
  */
 #include "postgres.h"
 
+#include "access/table.h"
 #include "catalog/pg_type.h"
 #include "executor/spi.h"
 #include "fmgr.h"
@@ -61,6 +62,7 @@
 #include "utils/builtins.h"
 #include "utils/datetime.h"
 #include "utils/lsyscache.h"
+#include "utils/rel.h"
 #include "utils/timestamp.h"
 
 #include "stream_seq.h"
@@ -826,6 +828,18 @@ slot_finished_upto(Oid relid, const char *slot_expr, int slot,
 	int			save_sec_context;
 	int64		next_row = horizon;
 	bool		isnull;
+	Relation	rel;
+	bool		forced_rls;
+
+	/*
+	 * A table that forces row-level security on its owner may hide rows
+	 * from it: then the slot's position is all that is known.
+	 */
+	rel = table_open(relid, AccessShareLock);
+	forced_rls = rel->rd_rel->relforcerowsecurity;
+	table_close(rel, AccessShareLock);
+	if (forced_rls)
+		return position;
 
 	values[0] = Int32GetDatum(slot);
 	values[1] = Int64GetDatum(position);
@@ -937,6 +951,34 @@ stream_slots_floor(Oid relid, int64 horizon, char **consumer, int64 *position)
 		}
 	}
 	return any;
+}
+
+/*
+ * stream_slots_raise
+ *		After retention that did not force its way (trim(), drop_partitions())
+ *		removed every number up to "upto": move the slots still below it up
+ *		to it.  stream_slots_floor allowed that only because none of them had
+ *		a row left there; without the move, read_slot() of such a slot would
+ *		report its rows as trimmed.  A worker holding the slot has read
+ *		nothing below "upto", so its next advance_slot() is not backwards.
+ *		The rows are locked in slot order, as claim() locks them.
+ */
+void
+stream_slots_raise(Oid relid, int64 upto)
+{
+	Oid			argtypes[2] = {OIDOID, INT8OID};
+	Datum		values[2];
+
+	if (!OidIsValid(get_relname_relid("consumer_slot", stream_namespace(false))))
+		return;					/* before 0.3.0: no groups */
+	values[0] = ObjectIdGetDatum(relid);
+	values[1] = Int64GetDatum(upto);
+	stream_catalog_exec("UPDATE stream_seq.consumer_slot SET position = $2 "
+						"WHERE (stream, consumer, slot) IN ("
+						"  SELECT stream, consumer, slot FROM stream_seq.consumer_slot "
+						"   WHERE stream::pg_catalog.oid = $1 AND position < $2 "
+						"   ORDER BY consumer, slot FOR UPDATE)",
+						2, argtypes, values, NULL, 0, NULL);
 }
 
 /* Rows counted by _slot_backlog at most: a monitoring figure, not a scan. */

@@ -562,7 +562,19 @@ stream_partition_detached(Oid stream, Oid relid)
 void
 stream_partition_detaching(Oid stream, Oid relid)
 {
+	List	   *tables;
+	ListCell   *lc;
+
+	/*
+	 * A sub-partitioned partition: every table under it, as rows inserted
+	 * into a leaf directly do not lock the tables above it for writing.
+	 * Their cached trigger targets are invalidated at commit, as the
+	 * detach itself invalidates only the table it detaches from.
+	 */
 	LockRelationOid(relid, ShareLock);
+	tables = find_all_inheritors(relid, ShareLock, NULL);	/* the others */
+	foreach(lc, tables)
+		CacheInvalidateRelcacheByRelid(lfirst_oid(lc));
 	stream_partition_detached(stream, relid);
 }
 
@@ -915,17 +927,17 @@ partition_has_rows(Oid relid)
 
 /*
  * present_bound
- *		For a stream partitioned by range on one column of type timestamptz,
- *		timestamp or date: the current time less stream_seq.seal_grace, in
- *		the column's type.  Returns false for any other partition key.
+ *		For a stream partitioned by range on a key whose first column (or
+ *		expression) is of type timestamptz, timestamp or date: the current
+ *		time less stream_seq.seal_grace, in that type.  Returns false for
+ *		any other partition key.
  */
 static bool
 present_bound(PartitionKey key, Datum *value)
 {
 	TimestampTz present;
 
-	if (key->partnatts != 1 || key->partattrs[0] == 0)
-		return false;
+	/* the first column of the key, or an expression, of a type of time */
 	present = GetCurrentTimestamp() - (TimestampTz) stream_seq_seal_grace * USECS_PER_SEC;
 	switch (key->parttypid[0])
 	{
@@ -949,7 +961,8 @@ present_bound(PartitionKey key, Datum *value)
  * partitions_past
  *		How many of the range partitions "parts" of stream "stream" (in
  *		bound order, as range_partitions gives them) lie wholly in the past:
- *		for a stream partitioned by time, those whose upper bound is at or
+ *		for a stream partitioned by time, those whose upper bound (its first
+ *		column, for a key of several) is at or
  *		before present_bound; for any other partition key, all of them.
  *
  *		Sealing stops there whatever rows later partitions hold: a row dated
@@ -987,6 +1000,9 @@ partitions_past(Oid stream, List *parts)
 			if (desc->oids[i] == part)
 				partindex = i;
 		}
+		/* detached since range_partitions listed it: stop there */
+		if (partindex < 0)
+			break;
 		/* the bound at which partition "partindex" ends */
 		for (i = 0; i < bounds->ndatums; i++)
 		{
@@ -1190,6 +1206,7 @@ stream_seq_drop_partitions(PG_FUNCTION_ARGS)
 	int64		position = PG_INT64_MAX;
 	bool		has_consumer;
 	int			dropped = 0;
+	int64		dropped_upto = 0;
 
 	if (retain < 0)
 		ereport(ERROR,
@@ -1240,8 +1257,12 @@ stream_seq_drop_partitions(PG_FUNCTION_ARGS)
 						   0, NULL, NULL);
 		if (!keep_tables)
 			stream_caller_exec(psprintf("DROP TABLE %s", name), 0, NULL, NULL);
+		if (!isnull_highest)
+			dropped_upto = Max(dropped_upto, range[0]);
 		dropped++;
 	}
+	if (!force && dropped_upto > 0)
+		stream_slots_raise(ref->relid, dropped_upto);
 	PG_RETURN_INT32(dropped);
 }
 
@@ -1476,6 +1497,7 @@ stream_seq_page_source(PG_FUNCTION_ARGS)
 	{
 		SealedRange *range = &ranges[i];
 		int64		upto;
+		int64		here;
 
 		if (range->lowest == PG_INT64_MIN || range->highest <= after ||
 			!list_member_oid(leaves, range->relid))
@@ -1488,10 +1510,12 @@ stream_seq_page_source(PG_FUNCTION_ARGS)
 			LockRelationOid(range->relid, AccessShareLock);
 			if (!SearchSysCacheExists1(RELOID, ObjectIdGetDatum(range->relid)))
 				continue;
-			counted += count_after(range->relid,
-								   get_attnum(range->relid, column), after,
-								   max_rows - counted, &upto);
-			highest_counted = Max(highest_counted, upto);
+			here = count_after(range->relid, get_attnum(range->relid, column),
+							   after, max_rows - counted, &upto);
+			/* a partition with no row counted says nothing of the bound */
+			if (here > 0)
+				highest_counted = Max(highest_counted, upto);
+			counted += here;
 			if (counted >= max_rows)
 				bound = highest_counted;
 		}

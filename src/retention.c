@@ -91,6 +91,8 @@ stream_seq_trim(PG_FUNCTION_ARGS)
 	ref = stream_lookup(relid, false);
 	stream_check_trim(ref, before, force);
 	stream_catalog_record_start(relid, before);
+	if (!force)
+		stream_slots_raise(relid, before - 1);
 	values[0] = Int64GetDatum(before);
 	deleted = stream_caller_exec(psprintf("DELETE FROM %s WHERE %s < $1",
 										  stream_source(relid),

@@ -1506,6 +1506,21 @@ stream_slot_advanced_cv(StreamRef *ref)
 static FullTransactionId replay_removable_before(void);
 
 /*
+ * give_slot
+ *		Give free slot "slotno" to stream (dboid, relid) for replay.
+ *		Caller holds the global lock exclusively.
+ */
+static void
+give_slot(int slotno, Oid dboid, Oid relid)
+{
+	StreamSlot *slot = get_slot(slotno);
+
+	LWLockAcquire(slot->lock, LW_EXCLUSIVE);
+	reset_slot(slot, dboid, relid);
+	LWLockRelease(slot->lock);
+}
+
+/*
  * reclaim_idle_slot
  *		On a standby whose slots are all taken, free a slot whose entries,
  *		pruned with "removable" (replay_removable_before), are all gone: no
@@ -1568,40 +1583,37 @@ replay_slot(Oid dboid, Oid relid)
 	LWLockAcquire(shared->lock, LW_EXCLUSIVE);
 	slotno = find_slot_of(dboid, relid);
 	if (slotno < 0)
+	{
 		slotno = find_free_slot();
+		if (slotno >= 0)
+			give_slot(slotno, dboid, relid);
+	}
 	LWLockRelease(shared->lock);
+	if (slotno >= 0)
+		return slotno;
 
 	/*
 	 * Every slot taken.  The primary frees a stream's slot at the commit of
 	 * its DROP TABLE or disable() without a record, so a standby's slots
 	 * fill up as streams come and go; take one that holds nothing any
-	 * snapshot still needs.  The oldest xmin is read before the global
-	 * lock is taken (see the lock order at the top of the file).
+	 * snapshot still needs.  The oldest xmin is read without the global
+	 * lock (see the lock order at the top of the file), and everything is
+	 * looked up again once it is retaken: a backend may have given the
+	 * stream a slot, or freed one, meanwhile.
 	 */
 	removable = replay_removable_before();
 	LWLockAcquire(shared->lock, LW_EXCLUSIVE);
-	if (slotno < 0 || get_slot(slotno)->in_use)
+	slotno = find_slot_of(dboid, relid);
+	if (slotno < 0)
 	{
-		slotno = find_slot_of(dboid, relid);
-		if (slotno >= 0)
-		{
-			LWLockRelease(shared->lock);
-			return slotno;
-		}
 		slotno = find_free_slot();
 		if (slotno < 0)
 			slotno = reclaim_idle_slot(removable);
+		if (slotno >= 0)
+			give_slot(slotno, dboid, relid);
+		else
+			shared->replay_lost = true;
 	}
-	if (slotno >= 0)
-	{
-		StreamSlot *slot = get_slot(slotno);
-
-		LWLockAcquire(slot->lock, LW_EXCLUSIVE);
-		reset_slot(slot, dboid, relid);
-		LWLockRelease(slot->lock);
-	}
-	else
-		shared->replay_lost = true;
 	LWLockRelease(shared->lock);
 	return slotno;
 }

@@ -308,6 +308,8 @@ extern void stream_check_not_null(FunctionCallInfo fcinfo, int nargs,
 								  const char *what);
 extern void stream_check_consumer_name(const char *consumer);
 extern void stream_partition_detaching(Oid stream, Oid relid);
+extern bool stream_slot_index_is_name(void);
+extern void stream_slots_raise(Oid relid, int64 upto);
 extern bool stream_slots_floor(Oid relid, int64 horizon, char **consumer,
 							   int64 *position);
 extern int64 stream_consumer_lookup(Oid relid, const char *consumer,
