@@ -91,8 +91,13 @@ CREATE TABLE seen_t5_$phase AS SELECT id, seq FROM t5 WHERE seq IS NOT NULL;
 });
 	my ($head_t, $head_t5) =
 	  row($node, "SELECT stream_seq.head('t'), stream_seq.head('t5')");
-	# let other commits flush the WAL that recorded those heads
-	usleep(300_000);
+	# flush the WAL that recorded those heads: a synchronous commit of the
+	# test's own, written after them, flushes everything before it
+	$node->safe_psql('postgres', q{
+SET synchronous_commit = on;
+CREATE TABLE IF NOT EXISTS flush_wal (x int);
+INSERT INTO flush_wal VALUES (1);
+});
 
 	$node->stop($mode);
 	my $rc = wait_done($load);

@@ -51,6 +51,11 @@ BEGIN
 END $$;
 });
 
+# The six asynchronous commits must stay unflushed: one whose record
+# starts a new WAL page wakes the WAL writer, which flushes the commits
+# before it.  Where they fall in the WAL depends on what initdb and the
+# set-up wrote, so they start at the first page of a new segment.
+$node->safe_psql('postgres', 'SELECT pg_switch_wal()');
 for my $i (1 .. 6)
 {
 	$node->safe_psql('postgres',

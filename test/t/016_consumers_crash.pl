@@ -69,6 +69,9 @@ BEGIN
         SELECT count(*), max(seq) INTO n, top FROM page;
         IF n > 0 THEN
             PERFORM stream_seq.advance(stream, cname, top);
+            -- gives up after 60 s without a row, not 60 s in all: a slow
+            -- machine may take longer than that to write and read them
+            deadline := clock_timestamp() + interval '60 s';
         END IF;
         COMMIT;
         IF n = 0 THEN

@@ -383,7 +383,13 @@ cmp_ok(scalar @phase_a, '>=', $phase_a_ticks, 'phase A: retention ran ' . scalar
 is(join(',', grep { $_ != 0 } @phase_a), '',
 	'phase A: drop_partitions() took nothing out while consumer "lag" lagged');
 
-# pause: the clock stops
+# pause: the clock stops.  Sealing covers the days before the newest one
+# holding rows: wait until the writers have reached the last day, or a
+# later call would seal one more than counted here.
+ok( $node->poll_query_until('postgres', q{
+SELECT EXISTS (SELECT FROM events
+                WHERE ts >= date_trunc('day', test_now()))}),
+	'pause: the writers reached the last day');
 owner_val("SELECT stream_seq.seal_partitions('events')");
 my ($sealed, $sealed_max, $oldest_sealed) = split /\|/, owner_val(q{
 SELECT count(*), max(highest), min(partition::text)
@@ -411,6 +417,8 @@ is( $node->safe_psql('postgres',
 is($node->safe_psql('postgres', "SELECT stream_seq.first('events')"),
 	'1', 'pause: first() is still 1');
 
+is(owner_val("SELECT stream_seq.seal_partitions('events')"), '0',
+	'pause: nothing more to seal while the clock stands');
 my $forced = retention('true', 'true');
 is($forced, $sealed,
 	'pause: drop_partitions(force => true) detached every sealed partition');

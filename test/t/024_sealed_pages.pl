@@ -61,17 +61,21 @@ UPDATE clock SET today = 4;
 -- a writer's transaction: n rows, each in a savepoint; most for today,
 -- some late, for one of the two days before (refused if that day is
 -- sealed: rolled back to the savepoint); "deep": 70 savepoints that
--- insert, so that more than 64 subtransactions with xids are open
+-- insert, so that more than 64 subtransactions with xids are open.  The
+-- rows go in day order, as seal_partitions() locks the partitions, so
+-- that a writer and the sealer never wait for each other in a circle.
 CREATE FUNCTION write_rows(w int, n int, deep boolean) RETURNS void
 LANGUAGE plpgsql AS \$\$
 DECLARE
     today int := (SELECT today FROM clock);
+    d int;
 BEGIN
-    FOR i IN 1 .. CASE WHEN deep THEN 70 ELSE n END LOOP
+    FOR d IN SELECT CASE WHEN random() < 0.3 THEN today - 1 - floor(random() * 2)::int
+                         ELSE today END AS day
+               FROM generate_series(1, CASE WHEN deep THEN 70 ELSE n END)
+              ORDER BY 1 LOOP
         BEGIN
-            INSERT INTO ev VALUES
-              (CASE WHEN random() < 0.3 THEN today - 1 - floor(random() * 2)::int
-                    ELSE today END, w);
+            INSERT INTO ev VALUES (d, w);
             IF random() < 0.05 THEN
                 RAISE EXCEPTION 'roll this one back' USING ERRCODE = 'SQ001';
             END IF;
