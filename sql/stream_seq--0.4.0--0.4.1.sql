@@ -111,3 +111,12 @@ CREATE EVENT TRIGGER stream_seq_ddl_start ON ddl_command_start
   EXECUTE FUNCTION stream_seq._on_ddl_start();
 COMMENT ON EVENT TRIGGER stream_seq_ddl_start IS
   'stream_seq: moves first() past a partition before DETACH ... CONCURRENTLY hides it';
+
+-- A group's index was kept as a regclass in stream_seq.consumer, an
+-- extension configuration table: pg_restore loads its rows before it
+-- creates indexes, the name did not resolve, and the whole COPY failed,
+-- losing every consumer.  Keep the index's schema-qualified name instead
+-- (regclass printed with only pg_catalog on the search path).
+SET LOCAL search_path TO pg_catalog;
+ALTER TABLE stream_seq.consumer ALTER COLUMN slot_index TYPE text
+  USING slot_index::text;

@@ -96,6 +96,26 @@ report_unknown_consumer(Oid relid, const char *consumer)
 }
 
 /*
+ * stream_slot_index_is_name
+ *		Whether stream_seq.consumer keeps a group's index by name (text,
+ *		since 0.4.1) rather than as a regclass: a regclass in an
+ *		extension's configuration table is resolved when pg_restore loads
+ *		its rows, before the index exists, and the whole COPY failed.
+ *		Readers write slot_index::text, which reads both.
+ */
+bool
+stream_slot_index_is_name(void)
+{
+	Oid			consumer = get_relname_relid("consumer", stream_namespace(false));
+	AttrNumber	attnum;
+
+	if (!OidIsValid(consumer))
+		return false;
+	attnum = get_attnum(consumer, "slot_index");
+	return attnum != InvalidAttrNumber && get_atttype(consumer, attnum) == TEXTOID;
+}
+
+/*
  * have_groups
  *		Whether the extension's tables have what consumer groups need: a
  *		database not yet updated to 0.3.0 has plain consumers only.
@@ -383,7 +403,7 @@ stream_seq_drop_consumer(PG_FUNCTION_ARGS)
 	values[1] = CStringGetTextDatum(consumer);
 	index = stream_catalog_text("DELETE FROM stream_seq.consumer "
 								"WHERE stream = $1 AND consumer = $2 "
-								"RETURNING slot_index::pg_catalog.oid",
+								"RETURNING pg_catalog.to_regclass(slot_index::pg_catalog.text)::pg_catalog.oid",
 								2, argtypes, values);
 	/* a group's index on its slot expression goes with it, if still there */
 	if (index != NULL && get_rel_name(atooid(index)) != NULL)

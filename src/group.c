@@ -233,11 +233,13 @@ stream_seq_create_group(PG_FUNCTION_ARGS)
 	values[3] = ObjectIdGetDatum(GetUserId());
 	values[4] = Int32GetDatum(slots);
 	values[5] = ObjectIdGetDatum(index);
-	if (stream_catalog_exec("INSERT INTO stream_seq.consumer "
-							"(stream, consumer, position, owner, slots, slot_index, slot_expr) "
-							"VALUES ($1, $2, $3, $4, $5, $6, "
-							"pg_catalog.pg_get_indexdef($6, 1, false)) "
-							"ON CONFLICT DO NOTHING",
+	if (stream_catalog_exec(psprintf("INSERT INTO stream_seq.consumer "
+									 "(stream, consumer, position, owner, slots, slot_index, slot_expr) "
+									 "VALUES ($1, $2, $3, $4, $5, %s, "
+									 "pg_catalog.pg_get_indexdef($6, 1, false)) "
+									 "ON CONFLICT DO NOTHING",
+									 stream_slot_index_is_name() ?
+									 "$6::pg_catalog.regclass::pg_catalog.text" : "$6"),
 							6, argtypes, values, NULL, 0, NULL) == 0)
 		ereport(ERROR,
 				(errcode(ERRCODE_DUPLICATE_OBJECT),

@@ -715,9 +715,11 @@ drop_group_indexes(Oid relid)
 	if (!OidIsValid(get_relname_relid("consumer_slot", stream_namespace(false))))
 		return;				/* before 0.3.0: no groups */
 	values[0] = ObjectIdGetDatum(relid);
-	n = stream_catalog_rows("SELECT slot_index::pg_catalog.oid::pg_catalog.int8 "
+	n = stream_catalog_rows("SELECT pg_catalog.to_regclass(slot_index::pg_catalog.text)"
+							"::pg_catalog.oid::pg_catalog.int8 "
 							"FROM stream_seq.consumer "
-							"WHERE stream::pg_catalog.oid = $1 AND slot_index IS NOT NULL",
+							"WHERE stream::pg_catalog.oid = $1 "
+							"AND pg_catalog.to_regclass(slot_index::pg_catalog.text) IS NOT NULL",
 							1, argtypes, values, 1, &rows);
 	for (i = 0; i < n; i++)
 	{

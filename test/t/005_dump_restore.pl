@@ -52,6 +52,8 @@ INSERT INTO "S"."Ev 2" (k, payload) SELECT g, 'x' FROM generate_series(1, 3) g;
 SET ROLE app;
 SELECT stream_seq.create_consumer('ev', 'slow');
 SELECT stream_seq.advance('ev', 'slow', 3);
+-- a group: its index is created after the data is restored
+SELECT stream_seq.create_group('ev', 'grp', 'id', 2);
 RESET ROLE;
 SELECT stream_seq.create_consumer('ev', 'fast');
 SELECT stream_seq.advance('ev', 'fast', 10);
@@ -75,7 +77,7 @@ if ($has_trim)
 
 # What the restored database must show, before any new write.
 my $streams_expected = "\"S\".\"Ev 2\"|n\nev|seq";
-my $consumers_expected = "\"S\".\"Ev 2\"|other|2|postgres\nev|fast|10|postgres\nev|slow|3|app";
+my $consumers_expected = "\"S\".\"Ev 2\"|other|2|postgres\nev|fast|10|postgres\nev|grp|0|app\nev|slow|3|app";
 
 my $dump = $node->basedir . '/src.dump';
 $node->command_ok([ 'pg_dump', '-Fc', '-f', $dump, '-d', 'src' ],
@@ -102,6 +104,16 @@ SELECT string_agg(line, E'\n' ORDER BY line COLLATE "C") FROM
 	is( query($n, q{
 SELECT stream_seq.position('ev', 'slow') || ',' || stream_seq.position('ev', 'fast')}, $db),
 		'3,10', "$label: position() of both consumers");
+	is( query($n, q{
+SELECT count(*) || ',' || bool_and(to_regclass(c.slot_index::text) IS NOT NULL)
+  FROM stream_seq.consumer_slot s JOIN stream_seq.consumer c USING (stream, consumer)
+ WHERE consumer = 'grp'}, $db),
+		'2,true', "$label: the group keeps its slots and finds its index");
+	is( query($n, q{
+SET ROLE app;
+SELECT count(*) FROM stream_seq.claim('ev', 'grp', 'w') c,
+       stream_seq.read_slot('ev', 'grp', c.slot, c.token, 100)}, $db),
+		'9', "$label: the group's slots read every row");
 	is(query($n, q{SELECT string_agg(seq::text, ',' ORDER BY seq) FROM ev}, $db),
 		'1,2,3,4,5,6,7,8,9', "$label: the rows and their numbers are restored");
 	is( query($n, q{
