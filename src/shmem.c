@@ -1506,6 +1506,22 @@ stream_slot_advanced_cv(StreamRef *ref)
 static FullTransactionId replay_removable_before(void);
 
 /*
+ * replay_may_prune
+ *		Whether redo may drop replayed entries by the oldest xmin: on a hot
+ *		standby only once it tracks the primary's running xids (before its
+ *		first complete running-xacts record, GetOldestNonRemovableTransactionId
+ *		can be above an xid the primary still runs), and in crash recovery
+ *		or a standby without hot_standby, where no snapshot exists until
+ *		recovery ends and the transactions it did not see end had vanished.
+ */
+static bool
+replay_may_prune(void)
+{
+	return standbyState == STANDBY_DISABLED ||
+		standbyState == STANDBY_SNAPSHOT_READY;
+}
+
+/*
  * give_slot
  *		Give free slot "slotno" to stream (dboid, relid) for replay.
  *		Caller holds the global lock exclusively.
@@ -1540,8 +1556,8 @@ reclaim_idle_slot(FullTransactionId removable)
 	int			pass;
 	int			i;
 
-	/* before the standby tracks the primary's running xids, nothing is */
-	if (standbyState != STANDBY_SNAPSHOT_READY)
+	/* before a hot standby tracks the primary's running xids, nothing is */
+	if (!replay_may_prune())
 		return -1;
 	for (pass = 0; pass < 2; pass++)
 	{
@@ -1681,10 +1697,11 @@ stream_replay_numbers(const xl_stream_numbers *rec)
 	 * (STANDBY_SNAPSHOT_READY), it does not know those xids and the value
 	 * can be above one of them: an entry of an open transaction would be
 	 * dropped, and once a round completes a snapshot could get a horizon
-	 * above its numbers.  So nothing is pruned before that; the list
-	 * makes room by eviction meanwhile (add_replayed).
+	 * above its numbers.  So nothing is pruned before that (see
+	 * replay_may_prune); the list makes room by eviction meanwhile
+	 * (add_replayed).
 	 */
-	if (standbyState == STANDBY_SNAPSHOT_READY &&
+	if (replay_may_prune() &&
 		slot->nentries >= PRUNE_MIN_ENTRIES &&
 		slot->appends_since_prune >= PRUNE_MIN_APPENDS)
 	{
