@@ -120,3 +120,21 @@ COMMENT ON EVENT TRIGGER stream_seq_ddl_start IS
 SET LOCAL search_path TO pg_catalog;
 ALTER TABLE stream_seq.consumer ALTER COLUMN slot_index TYPE text
   USING slot_index::text;
+
+-- pg_restore -j loads the rows of these tables in any order: a foreign key
+-- from one to another made the rows that came first fail (consumers and
+-- sealed ranges lost).  The extension keeps them consistent itself (see
+-- src/catalog.c, stream_catalog_delete and stream_catalog_hold).
+DO $$
+DECLARE
+    fk record;
+BEGIN
+    FOR fk IN SELECT c.conrelid::pg_catalog.regclass AS tbl, c.conname
+                FROM pg_catalog.pg_constraint c
+               WHERE c.contype = 'f'
+                 AND c.connamespace = 'stream_seq'::pg_catalog.regnamespace
+               ORDER BY 1, 2
+    LOOP
+        EXECUTE pg_catalog.format('ALTER TABLE %s DROP CONSTRAINT %I', fk.tbl, fk.conname);
+    END LOOP;
+END $$;

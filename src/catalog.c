@@ -734,19 +734,81 @@ stream_catalog_insert(Oid relid, const char *column, Oid head_seq)
 }
 
 /*
+ * The extension's tables that hang off a stream's catalog row, children
+ * first.  Since 0.4.1 no foreign key ties them to it: pg_restore -j loads
+ * the rows of an extension's tables in any order, and a foreign key made
+ * the rows that came first fail.  The extension keeps them consistent
+ * itself: these rows go with the stream (stream_catalog_delete), a
+ * consumer's with the consumer (drop_consumer), and a row that refers to
+ * a stream or consumer is inserted only while that one's row is locked
+ * FOR KEY SHARE (stream_catalog_hold), as a foreign key check would.
+ */
+static const char *const stream_dependents[] = {
+	"parked", "consumer_worker", "consumer_slot", "consumer", "partition_range"
+};
+
+/*
  * stream_catalog_delete
- *		Remove the catalog row of a stream (and, by the foreign key, its
- *		consumers).
+ *		Remove the catalog row of a stream, and the rows of its consumers,
+ *		their slots, workers and parked rows, and its sealed partitions.
  */
 void
 stream_catalog_delete(Oid relid)
 {
 	Oid			argtypes[1] = {OIDOID};
 	Datum		values[1];
+	Oid			nsp = stream_namespace(false);
+	int			i;
 
 	values[0] = ObjectIdGetDatum(relid);
+	for (i = 0; i < lengthof(stream_dependents); i++)
+	{
+		if (!OidIsValid(get_relname_relid(stream_dependents[i], nsp)))
+			continue;			/* an older version's catalog */
+		stream_catalog_exec(psprintf("DELETE FROM stream_seq.%s "
+									 "WHERE stream::pg_catalog.oid = $1",
+									 stream_dependents[i]),
+							1, argtypes, values, NULL, 0, NULL);
+	}
 	stream_catalog_exec("DELETE FROM stream_seq.stream WHERE relid::pg_catalog.oid = $1",
 						1, argtypes, values, NULL, 0, NULL);
+}
+
+/*
+ * stream_catalog_hold
+ *		Lock the catalog row of stream "relid" (with "consumer", the row of
+ *		that consumer of it) FOR KEY SHARE until the end of the transaction,
+ *		before inserting a row that refers to it: a concurrent drop of the
+ *		stream or the consumer then waits, or this fails, as with a foreign
+ *		key.  An error if the row is gone.
+ */
+void
+stream_catalog_hold(Oid relid, const char *consumer)
+{
+	Oid			argtypes[2] = {OIDOID, TEXTOID};
+	Datum		values[2];
+	int64		one;
+	bool		found;
+
+	values[0] = ObjectIdGetDatum(relid);
+	if (consumer == NULL)
+	{
+		stream_catalog_exec("SELECT 1::pg_catalog.int8 FROM stream_seq.stream "
+							"WHERE relid::pg_catalog.oid = $1 FOR KEY SHARE",
+							1, argtypes, values, &one, 1, &found);
+		if (!found)
+			report_not_stream(relid);
+		return;
+	}
+	values[1] = CStringGetTextDatum(consumer);
+	stream_catalog_exec("SELECT 1::pg_catalog.int8 FROM stream_seq.consumer "
+						"WHERE stream::pg_catalog.oid = $1 AND consumer = $2 FOR KEY SHARE",
+						2, argtypes, values, &one, 1, &found);
+	if (!found)
+		ereport(ERROR,
+				(errcode(ERRCODE_UNDEFINED_OBJECT),
+				 errmsg("consumer \"%s\" of stream table \"%s\" does not exist",
+						consumer, get_rel_name(relid))));
 }
 
 /*

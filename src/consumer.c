@@ -367,6 +367,7 @@ stream_seq_create_consumer(PG_FUNCTION_ARGS)
 	values[1] = CStringGetTextDatum(consumer);
 	values[2] = Int64GetDatum(start_after);
 	values[3] = ObjectIdGetDatum(GetUserId());
+	stream_catalog_hold(relid, NULL);
 	if (stream_catalog_exec("INSERT INTO stream_seq.consumer "
 							"(stream, consumer, position, owner) "
 							"VALUES ($1, $2, $3, $4) ON CONFLICT DO NOTHING",
@@ -401,6 +402,16 @@ stream_seq_drop_consumer(PG_FUNCTION_ARGS)
 
 	values[0] = ObjectIdGetDatum(relid);
 	values[1] = CStringGetTextDatum(consumer);
+	/* its slots, workers and parked rows first (no foreign key: catalog.c) */
+	if (have_groups())
+	{
+		stream_catalog_exec("DELETE FROM stream_seq.parked WHERE stream = $1 AND consumer = $2",
+							2, argtypes, values, NULL, 0, NULL);
+		stream_catalog_exec("DELETE FROM stream_seq.consumer_worker WHERE stream = $1 AND consumer = $2",
+							2, argtypes, values, NULL, 0, NULL);
+		stream_catalog_exec("DELETE FROM stream_seq.consumer_slot WHERE stream = $1 AND consumer = $2",
+							2, argtypes, values, NULL, 0, NULL);
+	}
 	index = stream_catalog_text("DELETE FROM stream_seq.consumer "
 								"WHERE stream = $1 AND consumer = $2 "
 								"RETURNING pg_catalog.to_regclass(slot_index::pg_catalog.text)::pg_catalog.oid",

@@ -233,6 +233,7 @@ stream_seq_create_group(PG_FUNCTION_ARGS)
 	values[3] = ObjectIdGetDatum(GetUserId());
 	values[4] = Int32GetDatum(slots);
 	values[5] = ObjectIdGetDatum(index);
+	stream_catalog_hold(relid, NULL);
 	if (stream_catalog_exec(psprintf("INSERT INTO stream_seq.consumer "
 									 "(stream, consumer, position, owner, slots, slot_index, slot_expr) "
 									 "VALUES ($1, $2, $3, $4, $5, %s, "
@@ -320,6 +321,7 @@ stream_seq_claim(PG_FUNCTION_ARGS)
 	 * slot of the group is locked, and the workers alive now share them.
 	 * Workers gone for an hour are forgotten.
 	 */
+	stream_catalog_hold(relid, consumer);
 	stream_catalog_exec("INSERT INTO stream_seq.consumer_worker (stream, consumer, worker, alive_until) "
 						"VALUES ($1, $2, $3, pg_catalog.clock_timestamp() + $4) "
 						"ON CONFLICT (stream, consumer, worker) "
@@ -642,6 +644,7 @@ stream_seq_park(PG_FUNCTION_ARGS)
 	}
 	else
 		values[3] = PointerGetDatum(PG_GETARG_TEXT_PP(3));
+	stream_catalog_hold(relid, consumer);
 	stream_catalog_exec_nulls("INSERT INTO stream_seq.parked "
 							  "(stream, consumer, seq, reason) VALUES ($1, $2, $3, $4) "
 							  "ON CONFLICT (stream, consumer, seq) DO UPDATE "

@@ -1082,6 +1082,7 @@ seal_old_partitions(StreamRef *ref, List **sealed)
 		values[3] = Int64GetDatum(highest);
 		if (!found)
 			nulls[2] = nulls[3] = 'n';
+		stream_catalog_hold(ref->relid, NULL);
 		stream_catalog_exec_nulls("INSERT INTO stream_seq.partition_range "
 								  "(partition, stream, lowest, highest) "
 								  "VALUES ($1, $2, $3, $4)",

@@ -234,6 +234,7 @@ extern Oid	stream_catalog_owner(void);
 extern bool stream_catalog_has(Oid relid);
 extern void stream_catalog_insert(Oid relid, const char *column, Oid head_seq);
 extern void stream_catalog_delete(Oid relid);
+extern void stream_catalog_hold(Oid relid, const char *consumer);
 extern void stream_catalog_record_start(Oid relid, int64 first);
 extern int64 stream_catalog_first(Oid relid);
 extern uint64 stream_catalog_exec(const char *sql, int nargs, Oid *argtypes,

@@ -3,8 +3,9 @@
 #
 # 005_dump_restore.pl: streams and consumers survive pg_dump -Fc and
 # pg_restore, into a new database of the same cluster (with the original
-# still in use next to it; plain, --single-transaction, and --schema-only
-# followed by --data-only --disable-triggers) and into a new cluster.  After
+# still in use next to it; plain, --single-transaction, --schema-only
+# followed by --data-only --disable-triggers, and parallel with -j 4) and
+# into a new cluster.  After
 # the restore:
 #
 #  - stream_seq.streams lists the same streams, with their columns;
@@ -235,6 +236,17 @@ $node->command_ok(
 	],
 	'pg_restore --data-only --disable-triggers into it');
 check_restored($node, 'restored_2', 'schema then data');
+
+# Parallel restores: pg_restore -j loads the extension's tables in any
+# order (consumers could come before their streams), twice
+for my $run (1 .. 2)
+{
+	$node->safe_psql('postgres', "CREATE DATABASE restored_j$run OWNER app");
+	$node->command_ok(
+		[ 'pg_restore', '--exit-on-error', '-j', '4', '-d', "restored_j$run", $dump ],
+		"pg_restore -j 4 into another new database ($run)");
+	check_restored($node, "restored_j$run", "parallel restore $run");
+}
 
 # --- a new cluster
 my $dst = new_node('dump_dst');
