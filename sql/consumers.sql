@@ -149,6 +149,21 @@ SELECT stream_seq.position('ev_empty', 'early');
 SELECT stream_seq.disable('ev_empty');
 DROP TABLE ev_empty;
 
+-- the position a transaction read (advance()'s fence) goes with it: a
+-- prepared transaction reads and advances; after COMMIT PREPARED the next
+-- transaction of the session advances without having read, unfenced
+SELECT stream_seq.create_consumer('ev', 'prepared');
+BEGIN;
+SELECT count(*) > 0 AS read_some FROM stream_seq.read('ev', 'prepared', 2);
+SELECT stream_seq.advance('ev', 'prepared', 1);
+PREPARE TRANSACTION 'consumer_advance';
+COMMIT PREPARED 'consumer_advance';
+BEGIN;
+SELECT stream_seq.advance('ev', 'prepared', 2);
+COMMIT;
+SELECT stream_seq.position('ev', 'prepared');
+SELECT stream_seq.drop_consumer('ev', 'prepared');
+
 -- disable() removes the stream's consumers
 SELECT stream_seq.disable('ev');
 SELECT count(*) FROM stream_seq.consumer;
