@@ -6,14 +6,14 @@ OBJS         = src/stream_seq.o src/shmem.o src/catalog.o src/counter.o \
                src/horizon.o src/assign.o src/lifecycle.o src/ddl.o \
                src/retention.o src/consumer.o src/group.o src/wait.o \
                src/status.o src/compat.o src/replica.o \
-               src/partition.o
+               src/partition.o src/replication.o src/roles.o
 DATA         = $(wildcard sql/$(EXTENSION)--*.sql)
 PGFILEDESC   = "stream_seq - gap-safe stream tables"
 
 # Regression suites (sql/NAME.sql, expected/NAME.out), in the order they
 # run: upgrade drops and recreates the extension, so it comes last.
 REGRESS        = enable writes horizon consumers groups lifecycle security \
-                 ordinary_role partitions upgrade
+                 ordinary_role partitions operations upgrade
 # Isolation specs (test/specs/NAME.spec, expected/NAME.out).
 ISOLATION      = $(basename $(notdir $(wildcard test/specs/*.spec)))
 ISOLATION_OPTS = --inputdir=test --outputdir=. --load-extension=$(EXTENSION)

@@ -102,3 +102,29 @@ SELECT count(*) AS differing_views
          FROM pg_class c WHERE c.relnamespace = 'stream_seq'::regnamespace AND c.relkind = 'v') f
        USING (relname)
  WHERE (u.reloptions, u.def) IS DISTINCT FROM (f.reloptions, f.def);
+
+-- 0.4.1 -> 0.4.2: streams enabled before the update, plain and
+-- partitioned (partitions included), get the replica trigger, firing in
+-- replica mode, and a replicated number then moves the counter
+DROP EXTENSION stream_seq;
+CREATE EXTENSION stream_seq VERSION '0.4.1';
+CREATE TABLE up41 (id int);
+SELECT stream_seq.enable('up41');
+CREATE TABLE up41p (id int, k int) PARTITION BY LIST (k);
+CREATE TABLE up41p_1 PARTITION OF up41p FOR VALUES IN (1);
+SELECT stream_seq.enable('up41p');
+INSERT INTO up41 VALUES (1);
+ALTER EXTENSION stream_seq UPDATE TO '0.4.2';
+SELECT tgrelid::regclass, tgenabled FROM pg_trigger
+ WHERE tgname = 'stream_seq_replica' ORDER BY 1::text;
+SET session_replication_role = replica;
+INSERT INTO up41 (id, seq) VALUES (2, 100);
+INSERT INTO up41p (id, k, seq) VALUES (1, 1, 50);
+RESET session_replication_role;
+INSERT INTO up41 VALUES (3);
+INSERT INTO up41p VALUES (2, 1);
+SELECT id, seq FROM up41 ORDER BY seq;
+SELECT id, seq FROM up41p ORDER BY seq;
+SELECT stream_seq.disable('up41');
+SELECT stream_seq.disable('up41p');
+DROP TABLE up41, up41p;

@@ -193,12 +193,20 @@ column_name(StreamRef *ref)
  *		so a published stream table must publish updates (else subscribers
  *		get the rows without their numbers) and have a replica identity
  *		(else the publisher commits and every subscriber's apply fails).
- *		The commit-time write bypasses the executor's own check.
+ *		The commit-time write bypasses the executor's own check.  The
+ *		replication sets of pglogical are looked at once per table until
+ *		its relcache entry is invalidated (replication.c).
  */
 static void
-check_publications(Relation rel)
+check_publications(Relation rel, StreamTarget *target)
 {
 	PublicationDesc pubdesc;
+
+	if (!target->replication_checked)
+	{
+		stream_check_pglogical(rel, target->stream);
+		target->replication_checked = true;
+	}
 
 	RelationBuildPublicationDesc(rel, &pubdesc);
 	if (pubdesc.pubactions.pubinsert && !pubdesc.pubactions.pubupdate)
@@ -313,7 +321,7 @@ stream_seq_guard_trigger(PG_FUNCTION_ARGS)
 	xact_writer_get(target);
 	xs = xact_stream_get(ref);
 	if (xs->inserted++ == 0)
-		check_publications(rel);
+		check_publications(rel, target);
 	return PointerGetDatum(trigdata->tg_trigtuple);
 }
 

@@ -101,15 +101,22 @@ ensure_cache(void)
 	CacheRegisterRelcacheCallback(invalidate_stream_cache, (Datum) 0);
 }
 
-/* Names enable() gives the triggers, and their functions. */
+/*
+ * Names enable() gives the triggers, and their functions.  The last fires
+ * only where session_replication_role is "replica" (ENABLE REPLICA
+ * TRIGGER): it is how rows that replication writes with their numbers
+ * move the counter.
+ */
 static const char *const trigger_names[] = {
-	"stream_seq_guard", "stream_seq_assign", "stream_seq_truncate"
+	"stream_seq_guard", "stream_seq_assign", "stream_seq_truncate",
+	"stream_seq_replica"
 };
 static const char *const trigger_functions[] = {
-	"guard_trigger", "assign_trigger", "truncate_trigger"
+	"guard_trigger", "assign_trigger", "truncate_trigger",
+	"replica_trigger"
 };
 
-#define NUM_STREAM_TRIGGERS 3
+#define NUM_STREAM_TRIGGERS 4
 
 /*
  * stream_namespace
@@ -120,6 +127,26 @@ Oid
 stream_namespace(bool missing_ok)
 {
 	return get_namespace_oid("stream_seq", missing_ok);
+}
+
+/*
+ * stream_trigger_function_installed
+ *		Whether the installed SQL objects have trigger function "name"
+ *		(without arguments) in the extension's schema: this library may
+ *		run under the SQL of an earlier version until ALTER EXTENSION
+ *		UPDATE.
+ */
+bool
+stream_trigger_function_installed(const char *name)
+{
+	Oid			nsp = stream_namespace(true);
+
+	if (!OidIsValid(nsp))
+		return false;
+	return OidIsValid(GetSysCacheOid3(PROCNAMEARGSNSP, Anum_pg_proc_oid,
+									  CStringGetDatum(name),
+									  PointerGetDatum(buildoidvector(NULL, 0)),
+									  ObjectIdGetDatum(nsp)));
 }
 
 /*
@@ -171,6 +198,26 @@ stream_is_own_trigger_name(const char *name)
 			return true;
 	}
 	return false;
+}
+
+/*
+ * stream_trigger_disabled
+ *		Whether one of the extension's triggers on a stream table is in a
+ *		state where it does not do its job: the replica trigger must fire
+ *		in replica mode (REPLICA or ALWAYS; ORIGIN only between a restore's
+ *		CREATE TRIGGER and its ENABLE REPLICA TRIGGER, where it does no
+ *		harm), the others in origin mode.  Not one of ours: false.
+ */
+bool
+stream_trigger_disabled(Trigger *trigger)
+{
+	const char *name;
+
+	if (!stream_is_own_trigger_function(trigger->tgfoid, &name))
+		return false;
+	if (strcmp(name, "stream_seq_replica") == 0)
+		return trigger->tgenabled == TRIGGER_DISABLED;
+	return trigger->tgenabled != TRIGGER_FIRES_ON_ORIGIN;
 }
 
 /*

@@ -244,6 +244,28 @@ stream_take_numbers(StreamRef *ref, int64 count, bool have_entry, int64 *lo)
 }
 
 /*
+ * stream_counter_raise
+ *		Make sure the stream never hands out "number" or anything below
+ *		it: a row arrived with that number from elsewhere (a subscription's
+ *		apply worker, or a session with session_replication_role =
+ *		replica).  The counter is started first if it was not: started
+ *		later, it would read the table's maximum without this row, which
+ *		is not committed yet.
+ */
+void
+stream_counter_raise(StreamRef *ref, int64 number)
+{
+	if (number == PG_INT64_MAX)
+		ereport(ERROR,
+				(errcode(ERRCODE_NUMERIC_VALUE_OUT_OF_RANGE),
+				 errmsg("stream number " INT64_FORMAT " of stream table \"%s\" is out of range",
+						number, get_rel_name(ref->relid)),
+				 errdetail("No number could follow it.")));
+	while (!stream_counter_at_least(ref, number + 1))
+		(void) stream_start_counter(ref);
+}
+
+/*
  * stream_create_head_sequence
  *		Create the head sequence of a new stream in the extension's schema,
  *		owned by the extension's owner, recording numbers below "start" as

@@ -389,8 +389,7 @@ check_stream_table(Oid relid)
 	{
 		Trigger    *trigger = &rel->trigdesc->triggers[i];
 
-		if (trigger->tgenabled != TRIGGER_FIRES_ON_ORIGIN &&
-			stream_is_own_trigger_function(trigger->tgfoid, NULL))
+		if (stream_trigger_disabled(trigger))
 			ereport(ERROR,
 					(errcode(ERRCODE_OBJECT_NOT_IN_PREREQUISITE_STATE),
 					 errmsg("cannot disable the triggers of stream table \"%s\"", relname),
@@ -487,6 +486,39 @@ check_inheritance(Oid relid, CommandTag tag)
 }
 
 /*
+ * refuse_change_capture
+ *		Refuse pg_repack's log trigger on a stream table or a partition of
+ *		one.  pg_repack copies the table, replays the changes its trigger
+ *		logged meanwhile, and swaps the copy in; the trigger logs a new
+ *		row's INSERT with the column NULL, and the number written at commit
+ *		fires no trigger, so the row would stay without a number for good.
+ *		Its trigger is created by DDL, before anything is copied: refused
+ *		here, pg_repack stops and cleans up with nothing changed.
+ */
+static void
+refuse_change_capture(Oid relid, Oid funcid)
+{
+	Oid			stream;
+	char	   *nspname;
+
+	if (strcmp(get_func_name(funcid), "repack_trigger") != 0)
+		return;
+	nspname = get_namespace_name(get_func_namespace(funcid));
+	if (nspname == NULL || strcmp(nspname, "repack") != 0)
+		return;
+	stream = get_rel_relispartition(relid) ? stream_root_of(relid) : relid;
+	if (!OidIsValid(stream) || !stream_table_has_triggers(stream) ||
+		!stream_catalog_has(stream))
+		return;
+	ereport(ERROR,
+			(errcode(ERRCODE_FEATURE_NOT_SUPPORTED),
+			 errmsg("pg_repack cannot repack stream table \"%s\"",
+					get_rel_name(stream)),
+			 errdetail("pg_repack replays the rows inserted while it copies the table as they were inserted, without the numbers stream_seq writes at commit; they would never get one."),
+			 errhint("Use VACUUM FULL or CLUSTER, which keep every number (they lock the table while they run), or pg_repack --only-indexes for its indexes.")));
+}
+
+/*
  * check_trigger
  *		After CREATE TRIGGER or ALTER TRIGGER: the triggers of a stream keep
  *		the names disable() and the sql_drop event trigger know them by;
@@ -516,6 +548,8 @@ check_trigger(Oid trigid, CommandTag tag)
 	systable_endscan(scan);
 	table_close(triggers, AccessShareLock);
 
+	if (OidIsValid(relid) && tag == CMDTAG_CREATE_TRIGGER)
+		refuse_change_capture(relid, funcid);
 	if (!OidIsValid(relid) || !stream_is_own_trigger_function(funcid, &expected) ||
 		!stream_catalog_has(relid))
 		return;

@@ -272,6 +272,7 @@ stream_lookup_target(Relation rel)
 		target->sealed = partition_is_sealed(relid);
 		target->detaching = partition_detaching(relid);
 	}
+	target->replication_checked = false;
 	target->valid = true;
 	return target;
 }
@@ -839,8 +840,7 @@ stream_check_partition(Oid stream, Oid relid, bool add_trigger)
 	{
 		Trigger    *trigger = &rel->trigdesc->triggers[i];
 
-		if (trigger->tgenabled != TRIGGER_FIRES_ON_ORIGIN &&
-			stream_is_own_trigger_function(trigger->tgfoid, NULL))
+		if (stream_trigger_disabled(trigger))
 			ereport(ERROR,
 					(errcode(ERRCODE_OBJECT_NOT_IN_PREREQUISITE_STATE),
 					 errmsg("cannot disable the triggers of partition \"%s\" of stream table \"%s\"",

@@ -674,6 +674,30 @@ stream_counter_extend(StreamRef *ref, int64 block_start, int64 block_end)
 }
 
 /*
+ * stream_counter_at_least
+ *		Move a started counter up to "next" if it is below: numbers below
+ *		"next" are in use elsewhere (replication wrote them).  An end of
+ *		the recorded block below "next" is moved up with it, so the next
+ *		reservation records a new block in the head sequence first.
+ *		Returns false if the counter is not started.
+ */
+bool
+stream_counter_at_least(StreamRef *ref, int64 next)
+{
+	StreamSlot *slot = lock_slot_or_error(ref, LW_EXCLUSIVE);
+	bool		started = slot->started;
+
+	if (started && next > slot->next)
+	{
+		slot->next = next;
+		if (slot->block_end < next)
+			slot->block_end = next;
+	}
+	LWLockRelease(slot->lock);
+	return started;
+}
+
+/*
  * entry_of
  *		The entry of transaction "xid", or NULL.  Searched from the end: the
  *		caller's entry is usually among the newest.

@@ -155,6 +155,7 @@ _PG_init(void)
 	MarkGUCPrefixReserved("stream_seq");
 
 	stream_replica_init();
+	stream_roles_init();
 
 	prev_shmem_request_hook = shmem_request_hook;
 	shmem_request_hook = request_shmem;

@@ -23,6 +23,7 @@
 #include "access/xlogdefs.h"
 #include "storage/condition_variable.h"
 #include "utils/relcache.h"
+#include "utils/reltrigger.h"
 #include "utils/snapshot.h"
 #include "utils/timestamp.h"
 
@@ -64,6 +65,7 @@ typedef struct StreamTarget
 	AttrNumber	seq_attnum;		/* the stream column, in this table */
 	bool		sealed;			/* a sealed partition: takes no rows */
 	bool		detaching;		/* being detached concurrently: neither */
+	bool		replication_checked;	/* pglogical's sets looked at */
 } StreamTarget;
 
 /* What stream_reserve needs before it can hand out numbers. */
@@ -192,6 +194,7 @@ extern int	stream_slot_list(StreamSlotIdent *idents, int max);
 extern bool stream_slot_free(int slotno, uint32 generation);
 extern void stream_slot_release(Oid dboid, Oid relid);
 extern void stream_slot_restart(StreamRef *ref);
+extern bool stream_counter_at_least(StreamRef *ref, int64 next);
 extern bool stream_counter_start(StreamRef *ref, int64 start);
 extern bool stream_counter_read(StreamRef *ref, int64 *next,
 								int64 *block_end);
@@ -226,6 +229,8 @@ extern PGDLLEXPORT void stream_seq_lister_main(Datum main_arg);
 extern Oid	stream_namespace(bool missing_ok);
 extern bool stream_is_own_trigger_function(Oid funcid, const char **name);
 extern bool stream_is_own_trigger_name(const char *name);
+extern bool stream_trigger_disabled(Trigger *trigger);
+extern bool stream_trigger_function_installed(const char *name);
 extern bool stream_table_has_triggers(Oid relid);
 extern StreamRef *stream_lookup(Oid relid, bool missing_ok);
 extern Oid	stream_catalog_relid(bool missing_ok);
@@ -260,6 +265,7 @@ extern void stream_run_as_end(int save_nestlevel, Oid save_userid,
 							  int save_sec_context);
 
 /* counter.c: the durable head */
+extern void stream_counter_raise(StreamRef *ref, int64 number);
 extern int64 stream_start_counter(StreamRef *ref);
 extern int64 stream_take_numbers(StreamRef *ref, int64 count, bool have_entry,
 								 int64 *lo);
@@ -328,6 +334,12 @@ extern Oid	stream_unique_index(Oid relid, AttrNumber attnum);
 extern void stream_check_no_deferrable_index(Relation rel);
 extern void stream_protect_index(Oid relid, AttrNumber attnum);
 extern void stream_retire(StreamRef *ref);
+
+/* replication.c */
+extern void stream_check_pglogical(Relation rel, Oid stream);
+
+/* roles.c */
+extern void stream_roles_init(void);
 
 
 #endif							/* STREAM_SEQ_H */

@@ -1,0 +1,40 @@
+-- stream_seq 0.4.1 -> 0.4.2: rows that logical replication writes with
+-- their numbers move the stream's counter, so that numbering continues
+-- above them after a cut-over; rows inserted without a number in replica
+-- mode outside a replication worker are refused.
+\echo Use "ALTER EXTENSION stream_seq UPDATE TO '0.4.2'" to load this file. \quit
+
+CREATE FUNCTION stream_seq.replica_trigger() RETURNS trigger
+  AS 'MODULE_PATHNAME', 'stream_seq_replica_trigger'
+  LANGUAGE C;
+COMMENT ON FUNCTION stream_seq.replica_trigger() IS
+  'internal: BEFORE INSERT OR UPDATE trigger of stream tables, fired in replica mode only; moves the counter above replicated numbers';
+
+-- Every stream gets the trigger enable() now creates.  On a partitioned
+-- stream PostgreSQL clones it onto the partitions, and ENABLE REPLICA
+-- TRIGGER on the partitioned table reaches them too.
+DO $$
+DECLARE
+    s record;
+BEGIN
+    FOR s IN SELECT relid, seq_column FROM stream_seq.stream LOOP
+        EXECUTE pg_catalog.format(
+            'CREATE TRIGGER stream_seq_replica BEFORE INSERT OR UPDATE OF %I ON %s '
+            'FOR EACH ROW EXECUTE FUNCTION stream_seq.replica_trigger()',
+            s.seq_column, s.relid);
+        EXECUTE pg_catalog.format(
+            'ALTER TABLE %s ENABLE REPLICA TRIGGER stream_seq_replica', s.relid);
+    END LOOP;
+END;
+$$;
+
+-- The stream table's owner (or the consumer's) gives a consumer to
+-- another role; DROP ROLE, REASSIGN OWNED and DROP OWNED reach consumers
+-- through the library.
+CREATE FUNCTION stream_seq.alter_consumer_owner(stream regclass, consumer text,
+                                                new_owner regrole)
+  RETURNS void
+  AS 'MODULE_PATHNAME', 'stream_seq_alter_consumer_owner'
+  LANGUAGE C VOLATILE;
+COMMENT ON FUNCTION stream_seq.alter_consumer_owner(regclass, text, regrole) IS
+  'give a consumer to another role (the stream table''s owner or the consumer''s owner may)';
