@@ -117,10 +117,13 @@ ROLLBACK;
 SELECT DISTINCT owner::regrole FROM stream_seq.consumer
  WHERE stream = 'ops_events'::regclass;
 -- DROP OWNED drops ops_heir's consumers, and their slots, and then the
--- role goes
+-- role goes; run by a member of ops_heir that cannot read the catalog
+SET ROLE ops_owner;
 DROP OWNED BY ops_heir;
+RESET ROLE;
 SELECT count(*) AS consumers FROM stream_seq.consumer WHERE stream = 'ops_events'::regclass;
 SELECT count(*) AS slots FROM stream_seq.consumer_slot WHERE stream = 'ops_events'::regclass;
+REVOKE ALL ON SCHEMA stream_seq FROM ops_heir;   -- granted by a superuser
 DROP ROLE ops_heir;
 REVOKE ALL ON ops_events FROM ops_reader;
 REVOKE ALL ON SCHEMA stream_seq FROM ops_reader;

@@ -38,3 +38,15 @@ CREATE FUNCTION stream_seq.alter_consumer_owner(stream regclass, consumer text,
   LANGUAGE C VOLATILE;
 COMMENT ON FUNCTION stream_seq.alter_consumer_owner(regclass, text, regrole) IS
   'give a consumer to another role (the stream table''s owner or the consumer''s owner may)';
+
+-- pg_dump reads the extension's tables and every head sequence: the
+-- database's owner may read them, so that it can dump its own database
+-- ("pg_dump -U owner").  New head sequences, and a new owner after ALTER
+-- DATABASE ... OWNER TO, get the same from the library.
+CREATE FUNCTION stream_seq._grant_dump_access() RETURNS void
+  AS 'MODULE_PATHNAME', 'stream_seq_grant_dump_access'
+  LANGUAGE C VOLATILE;
+COMMENT ON FUNCTION stream_seq._grant_dump_access() IS
+  'internal: give the database''s owner SELECT on what pg_dump reads';
+REVOKE ALL ON FUNCTION stream_seq._grant_dump_access() FROM PUBLIC;
+SELECT stream_seq._grant_dump_access();

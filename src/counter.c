@@ -310,5 +310,6 @@ stream_create_head_sequence(Oid relid, const char *column, int64 start,
 												 quote_qualified_identifier(get_namespace_name(get_rel_namespace(relid)),
 																			get_rel_name(relid)))));
 	stream_catalog_exec(query, 0, NULL, NULL, NULL, 0, NULL);
+	stream_grant_head_access(seqid);	/* for pg_dump -U owner */
 	return seqid;
 }

@@ -1,9 +1,10 @@
 /*-------------------------------------------------------------------------
  *
  * roles.c
- *	  Consumers owned by roles: what DROP ROLE, REASSIGN OWNED and DROP
- *	  OWNED do to them, and how the stream table's owner gives one to
- *	  another role.
+ *	  Roles and what they own: what DROP ROLE, REASSIGN OWNED and DROP
+ *	  OWNED do to consumers, how the stream table's owner gives a consumer
+ *	  to another role, and what the database's owner may read so that it
+ *	  can dump its own database.
  *
  * A consumer is a row of stream_seq.consumer, not an object PostgreSQL
  * records dependencies for, so its owner is looked after here, through
@@ -20,10 +21,19 @@
  * database keeps its role's OID, and the stream table's owner can still
  * drop it or give it to a role (alter_consumer_owner()).
  *
+ * pg_dump reads the rows of the extension's tables and the value of every
+ * head sequence; they belong to the extension's owner.  The database's
+ * owner is given USAGE on the schema and SELECT on them (and on each new
+ * head sequence, and after ALTER DATABASE ... OWNER TO the new owner), so
+ * that "pg_dump -U owner" of its own database works.
+ *
  *-------------------------------------------------------------------------
  */
 #include "postgres.h"
 
+#include "access/htup_details.h"
+#include "access/xact.h"
+#include "catalog/pg_database.h"
 #include "catalog/pg_type.h"
 #include "commands/dbcommands.h"
 #include "fmgr.h"
@@ -33,10 +43,12 @@
 #include "utils/acl.h"
 #include "utils/builtins.h"
 #include "utils/lsyscache.h"
+#include "utils/syscache.h"
 
 #include "stream_seq.h"
 
 PG_FUNCTION_INFO_V1(stream_seq_alter_consumer_owner);
+PG_FUNCTION_INFO_V1(stream_seq_grant_dump_access);
 
 static ProcessUtility_hook_type prev_process_utility = NULL;
 
@@ -136,9 +148,10 @@ reassign_consumers(List *rolespecs, RoleSpec *newrole)
 /*
  * drop_owned_consumers
  *		Before DROP OWNED BY: drop the roles' consumers in this database
- *		with drop_consumer(), run as the caller (who has the privileges of
- *		each role, which PostgreSQL checks first), so that a group's slots
- *		and parked rows go with it.
+ *		one by one with drop_consumer() as the caller (who has the
+ *		privileges of each role, which PostgreSQL checks first), so that a
+ *		group's slots and parked rows go with it.  The list is read as the
+ *		extension's owner: the caller need not read the catalog.
  */
 static void
 drop_owned_consumers(List *rolespecs)
@@ -150,15 +163,125 @@ drop_owned_consumers(List *rolespecs)
 		Oid			roleid = lfirst_oid(lc);
 		Oid			argtypes[1] = {OIDOID};
 		Datum		values[1];
+		char	   *next;
 
 		if (!has_privs_of_role(GetUserId(), roleid))
 			continue;			/* PostgreSQL refuses the statement */
 		values[0] = ObjectIdGetDatum(roleid);
-		stream_caller_exec("SELECT stream_seq.drop_consumer(c.stream, c.consumer) "
-						   "FROM stream_seq.consumer c "
-						   "WHERE c.owner::pg_catalog.oid = $1",
-						   1, argtypes, values);
+		while ((next = stream_catalog_text("SELECT stream::pg_catalog.oid::pg_catalog.text "
+										   "OPERATOR(pg_catalog.||) ' ' OPERATOR(pg_catalog.||) consumer "
+										   "FROM stream_seq.consumer "
+										   "WHERE owner::pg_catalog.oid = $1 LIMIT 1",
+										   1, argtypes, values)) != NULL)
+		{
+			char	   *name = strchr(next, ' ');
+			Oid			relid;
+
+			Assert(name != NULL);
+			*name++ = '\0';
+			relid = (Oid) strtoul(next, NULL, 10);
+			DirectFunctionCall2(stream_seq_drop_consumer,
+								ObjectIdGetDatum(relid),
+								CStringGetTextDatum(name));
+			CommandCounterIncrement();
+		}
 	}
+}
+
+/*
+ * database_owner
+ *		The owner of the current database.
+ */
+static Oid
+database_owner(void)
+{
+	HeapTuple	tuple = SearchSysCache1(DATABASEOID, ObjectIdGetDatum(MyDatabaseId));
+	Oid			owner;
+
+	if (!HeapTupleIsValid(tuple))
+		elog(ERROR, "cache lookup failed for database %u", MyDatabaseId);
+	owner = ((Form_pg_database) GETSTRUCT(tuple))->datdba;
+	ReleaseSysCache(tuple);
+	return owner;
+}
+
+/*
+ * grant_dump_access_to
+ *		GRANT USAGE on the extension's schema and SELECT on its tables that
+ *		pg_dump copies and on every head sequence to "role"; nothing for a
+ *		superuser, who needs no grant.  Run as the extension's owner, who
+ *		owns them.  What an earlier owner of the database was given stays:
+ *		revoking it could take away what a DBA granted on purpose.
+ */
+static void
+grant_dump_access_to(Oid role)
+{
+	char	   *rolename = GetUserNameFromId(role, true);
+	char	   *statements;
+
+	if (rolename == NULL || superuser_arg(role))
+		return;
+	statements = stream_catalog_text(psprintf("SELECT pg_catalog.string_agg(pg_catalog.format("
+											  "'GRANT SELECT ON %%s %%s TO %%I', "
+											  "CASE WHEN c.relkind = 'S' THEN 'SEQUENCE' ELSE 'TABLE' END, "
+											  "c.oid::pg_catalog.regclass, %s), ';') "
+											  "FROM pg_catalog.pg_class c "
+											  "WHERE c.oid IN (SELECT pg_catalog.unnest(e.extconfig) "
+											  "FROM pg_catalog.pg_extension e WHERE e.extname = 'stream_seq') "
+											  "OR c.oid IN (SELECT s.head_seq FROM stream_seq.stream s)",
+											  quote_literal_cstr(rolename)),
+									 0, NULL, NULL);
+	stream_catalog_exec(psprintf("GRANT USAGE ON SCHEMA stream_seq TO %s",
+								 quote_identifier(rolename)),
+						0, NULL, NULL, NULL, 0, NULL);
+	if (statements != NULL)
+		stream_catalog_exec(statements, 0, NULL, NULL, NULL, 0, NULL);
+}
+
+/*
+ * stream_grant_head_access
+ *		SELECT on a new head sequence for the database's owner (enable()).
+ */
+void
+stream_grant_head_access(Oid head_seq)
+{
+	Oid			owner = database_owner();
+
+	if (superuser_arg(owner))
+		return;
+	stream_catalog_exec(psprintf("GRANT SELECT ON SEQUENCE %s TO %s",
+								 quote_qualified_identifier(get_namespace_name(get_rel_namespace(head_seq)),
+															get_rel_name(head_seq)),
+								 quote_identifier(GetUserNameFromId(owner, false))),
+						0, NULL, NULL, NULL, 0, NULL);
+}
+
+/*
+ * stream_seq_grant_dump_access
+ *		SQL (internal, for the update script): give the database's owner
+ *		what pg_dump reads.
+ */
+Datum
+stream_seq_grant_dump_access(PG_FUNCTION_ARGS)
+{
+	grant_dump_access_to(database_owner());
+	PG_RETURN_VOID();
+}
+
+/*
+ * is_current_database_owner_change
+ *		Whether a statement is ALTER DATABASE <this database> OWNER TO.
+ */
+static bool
+is_current_database_owner_change(Node *parsetree)
+{
+	AlterOwnerStmt *stmt;
+
+	if (!IsA(parsetree, AlterOwnerStmt))
+		return false;
+	stmt = (AlterOwnerStmt *) parsetree;
+	return stmt->objectType == OBJECT_DATABASE &&
+		get_database_oid(strVal(stmt->object), true) == MyDatabaseId;
 }
 
 /*
@@ -175,8 +298,10 @@ stream_process_utility(PlannedStmt *pstmt, const char *queryString,
 	Node	   *parsetree = pstmt->utilityStmt;
 	bool		ours = (IsA(parsetree, DropRoleStmt) ||
 						IsA(parsetree, ReassignOwnedStmt) ||
-						IsA(parsetree, DropOwnedStmt)) &&
+						IsA(parsetree, DropOwnedStmt) ||
+						is_current_database_owner_change(parsetree)) &&
 		consumers_installed();
+	Oid			old_db_owner = ours ? database_owner() : InvalidOid;
 
 	if (ours && IsA(parsetree, DropRoleStmt))
 		refuse_drop_role(((DropRoleStmt *) parsetree)->roles);
@@ -193,6 +318,15 @@ stream_process_utility(PlannedStmt *pstmt, const char *queryString,
 	if (ours && IsA(parsetree, ReassignOwnedStmt))
 		reassign_consumers(((ReassignOwnedStmt *) parsetree)->roles,
 						   ((ReassignOwnedStmt *) parsetree)->newrole);
+	if (ours && IsA(parsetree, AlterOwnerStmt))
+	{
+		Oid			new_db_owner;
+
+		CommandCounterIncrement();
+		new_db_owner = database_owner();
+		if (new_db_owner != old_db_owner)
+			grant_dump_access_to(new_db_owner);
+	}
 }
 
 /*

@@ -340,6 +340,8 @@ extern void stream_check_pglogical(Relation rel, Oid stream);
 
 /* roles.c */
 extern void stream_roles_init(void);
+extern Datum stream_seq_drop_consumer(PG_FUNCTION_ARGS);
+extern void stream_grant_head_access(Oid head_seq);
 
 
 #endif							/* STREAM_SEQ_H */

@@ -194,6 +194,38 @@ SELECT lag = stream_seq.horizon('ev') - 1 - 9 AND lag > 0
 		't', "$label: stream_seq.consumers shows the lag up to the horizon");
 }
 
+# --- a dump by the database's owner (app), who is not a superuser: it
+# reads the extension's tables and head sequences (0.4.2); the other
+# schema's table is a superuser's, so app is let read it, as any dump of a
+# whole database needs
+$node->safe_psql('src', q{
+GRANT USAGE ON SCHEMA "S" TO app;
+GRANT SELECT ON "S"."Ev 2" TO app;
+});
+my $owner_dump = $node->basedir . '/src_by_owner.dump';
+$node->command_ok(
+	[ 'pg_dump', '-Fc', '-U', 'app', '-f', $owner_dump, '-d', 'src' ],
+	'pg_dump -Fc -U app (the database\'s owner) of the source database');
+$node->safe_psql('postgres', 'CREATE DATABASE restored_owner_dump OWNER app');
+$node->command_ok(
+	[ 'pg_restore', '--exit-on-error', '-d', 'restored_owner_dump', $owner_dump ],
+	'pg_restore of the owner\'s dump');
+check_restored($node, 'restored_owner_dump', 'dump by the owner');
+# a new owner of the database gets the same, when the owner is changed
+# from the database itself (from another one, _grant_dump_access() in it
+# does it)
+$node->safe_psql('postgres', 'CREATE ROLE new_owner LOGIN');
+$node->safe_psql('restored_owner_dump', q{
+ALTER DATABASE restored_owner_dump OWNER TO new_owner;
+GRANT USAGE ON SCHEMA "S" TO new_owner;
+GRANT SELECT ON ALL TABLES IN SCHEMA public, "S" TO new_owner;
+GRANT SELECT ON ALL SEQUENCES IN SCHEMA public TO new_owner;
+});
+$node->command_ok(
+	[ 'pg_dump', '-Fc', '-U', 'new_owner', '-f', $node->basedir . '/new_owner.dump',
+		'-d', 'restored_owner_dump' ],
+	'pg_dump -U new_owner after ALTER DATABASE ... OWNER TO new_owner');
+
 # --- a new database in the same cluster, the source still in use
 $node->safe_psql('postgres', 'CREATE DATABASE restored OWNER app');
 $node->command_ok(

@@ -93,7 +93,8 @@ INSERT INTO ev_full (payload) VALUES ('copy 1');
 # Subscriber: (a) a plain table, columns in another order; (b) the same
 # definition made a stream by enable(), before the subscription starts;
 # (c) a plain table without a key.  Nothing on the subscriber looks at the
-# stream's counter before the rows arrive (see 3b).
+# stream's counter before the rows arrive here (025_operations does, and
+# cuts over).
 $sub->safe_psql('postgres', q{
 CREATE EXTENSION stream_seq;
 CREATE TABLE ev_a (seq bigint, payload text, id bigint PRIMARY KEY);
@@ -103,10 +104,11 @@ CREATE TABLE ev_full (payload text, seq bigint);
 });
 is( $sub->safe_psql('postgres', q{
 	SELECT count(*) FILTER (WHERE tgname IN ('stream_seq_guard', 'stream_seq_assign'))
-	       || ' ' || bool_and(tgenabled = 'O')
+	       || ' ' || bool_and(tgenabled = 'O') FILTER (WHERE tgname <> 'stream_seq_replica')
+	       || ' ' || bool_and(tgenabled = 'R') FILTER (WHERE tgname = 'stream_seq_replica')
 	  FROM pg_trigger WHERE tgrelid = 'ev_b'::regclass AND tgname LIKE 'stream\_seq\_%'}),
-	'2 true',
-	'subscriber stream: its triggers fire on origin only (not in the apply worker)');
+	'2 true true',
+	'subscriber stream: its numbering triggers fire on origin only (not in the apply worker), its replica trigger in replica mode only');
 
 $sub->safe_psql('postgres',
 	"CREATE SUBSCRIPTION sub_pk CONNECTION '$pub_connstr' PUBLICATION pub_pk");

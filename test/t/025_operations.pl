@@ -26,6 +26,8 @@
 #     the consumer; from another database (where PostgreSQL cannot see
 #     it) it succeeds, and the table's owner still gives the orphaned
 #     consumer to a role or drops it, so retention is not blocked for good.
+#  6. pg_upgrade --link of the cluster keeps all of the above, and numbering
+#     continues above every old number.
 
 use strict;
 use warnings;
@@ -108,9 +110,10 @@ my %state_sql = (
 
 sub state_of
 {
-	my ($db) = @_;
+	my ($db, $of) = @_;
+	$of //= $node;
 	my %s;
-	$s{$_} = $node->safe_psql($db, $state_sql{$_}) foreach keys %state_sql;
+	$s{$_} = $of->safe_psql($db, $state_sql{$_}) foreach keys %state_sql;
 	return \%s;
 }
 
@@ -299,5 +302,41 @@ is(try_sql($node, q{SET ROLE app; SELECT stream_seq.drop_consumer('events', 'rep
 	'ok', 'and drops it');
 is(try_sql($node, q{SET ROLE app; SELECT stream_seq.trim('events', 30)}), 'ok',
 	'trim() is no longer held back');
+
+# 6. pg_upgrade --link of the whole cluster: everything above is kept, and
+# numbering continues above every number handed out before
+my $before = state_of('postgres');
+my ($last_events, $last_pevents) = row($node,
+	'SELECT (SELECT max(seq) FROM events), (SELECT max(seq) FROM pevents)');
+my $bindir = $node->config_data('--bindir');
+$node->stop;
+my $upgraded = PostgreSQL::Test::Cluster->new('ops_upgraded');
+$upgraded->init;
+$upgraded->append_conf('postgresql.conf', $conf);
+my $workdir = PostgreSQL::Test::Utils::tempdir;
+my ($upgrade_out, $upgrade_err) = ('', '');
+my $upgrade_ok = IPC::Run::run(
+	[ 'pg_upgrade', '--no-sync', '--link', '-d', $node->data_dir,
+		'-D', $upgraded->data_dir, '-b', $bindir, '-B', $bindir,
+		'-s', $upgraded->host, '-p', $node->port, '-P', $upgraded->port ],
+	'>', \$upgrade_out, '2>', \$upgrade_err, init => sub { chdir $workdir });
+ok($upgrade_ok, 'pg_upgrade --link') or diag "$upgrade_out\n$upgrade_err";
+$upgraded->start;
+my $after = state_of('postgres', $upgraded);
+is($after->{$_}, $before->{$_}, "after pg_upgrade: $_ as before")
+  foreach sort keys %state_sql;
+$upgraded->safe_psql('postgres', q{
+SET ROLE app;
+INSERT INTO events (payload) VALUES ('after upgrade');
+INSERT INTO pevents (day, payload) VALUES (3, 'after upgrade');
+});
+my ($up_events, $up_pevents) = row($upgraded,
+	q{SELECT (SELECT seq FROM events WHERE payload = 'after upgrade'),
+	         (SELECT seq FROM pevents WHERE payload = 'after upgrade')});
+cmp_ok($up_events, '>', $last_events,
+	'after pg_upgrade: events numbers above every old one');
+cmp_ok($up_pevents, '>', $last_pevents,
+	'after pg_upgrade: pevents numbers above every old one');
+check_unique($upgraded, 'events', 'after pg_upgrade');
 
 done_testing();
