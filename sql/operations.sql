@@ -62,8 +62,19 @@ PREPARE TRANSACTION 'ops_replicated';
 INSERT INTO ops_events VALUES (10, 'while prepared');
 COMMIT PREPARED 'ops_replicated';
 SELECT id, seq FROM ops_events WHERE id IN (9, 10) ORDER BY id;
--- the replica trigger cannot be disabled or renamed
+-- a replicated update that leaves the number as it is, or changes
+-- another column, leaves the counter alone; one that removes the number
+-- is refused
+SET session_replication_role = replica;
+UPDATE ops_events SET payload = 'touched' WHERE id = 1;
+UPDATE ops_events SET seq = NULL WHERE id = 1;
+RESET session_replication_role;
+SELECT id, payload, seq FROM ops_events WHERE id = 1;
+-- the replica trigger cannot be disabled, set to fire on origin only
+-- (ENABLE TRIGGER, also ENABLE TRIGGER ALL), or renamed
 ALTER TABLE ops_events DISABLE TRIGGER stream_seq_replica;
+ALTER TABLE ops_events ENABLE TRIGGER stream_seq_replica;
+ALTER TABLE ops_events ENABLE TRIGGER ALL;
 ALTER TABLE ops_events ENABLE ALWAYS TRIGGER stream_seq_replica;
 ALTER TABLE ops_events ENABLE REPLICA TRIGGER stream_seq_replica;
 ALTER TRIGGER stream_seq_replica ON ops_events RENAME TO other;
@@ -88,8 +99,12 @@ RESET ROLE;
 REVOKE ops_reader FROM ops_owner;
 SELECT consumer, owner::regrole FROM stream_seq.consumer
  WHERE stream = 'ops_events'::regclass ORDER BY 1;
--- DROP ROLE of a role that owns consumers is refused, naming them
+-- DROP ROLE of a role that owns consumers is refused, naming them; a
+-- caller who may not drop roles learns nothing of them
 DROP ROLE ops_reader;
+SET ROLE ops_stranger;
+DROP ROLE ops_reader;
+RESET ROLE;
 -- the owner of the table gives one away; a stranger cannot
 SET ROLE ops_stranger;
 SELECT stream_seq.alter_consumer_owner('ops_events', 'audit', 'ops_stranger');

@@ -10,18 +10,21 @@ CREATE FUNCTION stream_seq.replica_trigger() RETURNS trigger
 COMMENT ON FUNCTION stream_seq.replica_trigger() IS
   'internal: BEFORE INSERT OR UPDATE trigger of stream tables, fired in replica mode only; moves the counter above replicated numbers';
 
--- Every stream gets the trigger enable() now creates.  On a partitioned
+-- Every stream gets the trigger enable() now creates: for every UPDATE,
+-- not UPDATE OF the column, since pglogical's apply does not say which
+-- columns it updates, and a column-limited trigger would not fire there.
+-- On a partitioned
 -- stream PostgreSQL clones it onto the partitions, and ENABLE REPLICA
 -- TRIGGER on the partitioned table reaches them too.
 DO $$
 DECLARE
     s record;
 BEGIN
-    FOR s IN SELECT relid, seq_column FROM stream_seq.stream LOOP
+    FOR s IN SELECT relid FROM stream_seq.stream LOOP
         EXECUTE pg_catalog.format(
-            'CREATE TRIGGER stream_seq_replica BEFORE INSERT OR UPDATE OF %I ON %s '
+            'CREATE TRIGGER stream_seq_replica BEFORE INSERT OR UPDATE ON %s '
             'FOR EACH ROW EXECUTE FUNCTION stream_seq.replica_trigger()',
-            s.seq_column, s.relid);
+            s.relid);
         EXECUTE pg_catalog.format(
             'ALTER TABLE %s ENABLE REPLICA TRIGGER stream_seq_replica', s.relid);
     END LOOP;

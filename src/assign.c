@@ -193,20 +193,16 @@ column_name(StreamRef *ref)
  *		so a published stream table must publish updates (else subscribers
  *		get the rows without their numbers) and have a replica identity
  *		(else the publisher commits and every subscriber's apply fails).
- *		The commit-time write bypasses the executor's own check.  The
- *		replication sets of pglogical are looked at once per table until
- *		its relcache entry is invalidated (replication.c).
+ *		The commit-time write bypasses the executor's own check.  Where
+ *		pglogical is installed, its replication sets too (replication.c).
  */
 static void
 check_publications(Relation rel, StreamTarget *target)
 {
 	PublicationDesc pubdesc;
 
-	if (!target->replication_checked)
-	{
+	if (target->pglogical)
 		stream_check_pglogical(rel, target->stream);
-		target->replication_checked = true;
-	}
 
 	RelationBuildPublicationDesc(rel, &pubdesc);
 	if (pubdesc.pubactions.pubinsert && !pubdesc.pubactions.pubupdate)

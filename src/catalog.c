@@ -204,9 +204,10 @@ stream_is_own_trigger_name(const char *name)
  * stream_trigger_disabled
  *		Whether one of the extension's triggers on a stream table is in a
  *		state where it does not do its job: the replica trigger must fire
- *		in replica mode (REPLICA or ALWAYS; ORIGIN only between a restore's
- *		CREATE TRIGGER and its ENABLE REPLICA TRIGGER, where it does no
- *		harm), the others in origin mode.  Not one of ours: false.
+ *		in replica mode (REPLICA or ALWAYS), the others in origin mode.
+ *		A restore creates the replica trigger and enables it for replica
+ *		mode in one step (pg_dump puts both in the trigger's entry), with
+ *		no ALTER TABLE between them.  Not one of ours: false.
  */
 bool
 stream_trigger_disabled(Trigger *trigger)
@@ -216,7 +217,8 @@ stream_trigger_disabled(Trigger *trigger)
 	if (!stream_is_own_trigger_function(trigger->tgfoid, &name))
 		return false;
 	if (strcmp(name, "stream_seq_replica") == 0)
-		return trigger->tgenabled == TRIGGER_DISABLED;
+		return trigger->tgenabled != TRIGGER_FIRES_ON_REPLICA &&
+			trigger->tgenabled != TRIGGER_FIRES_ALWAYS;
 	return trigger->tgenabled != TRIGGER_FIRES_ON_ORIGIN;
 }
 

@@ -366,6 +366,7 @@ stream_seq_create_consumer(PG_FUNCTION_ARGS)
 	values[0] = ObjectIdGetDatum(relid);
 	values[1] = CStringGetTextDatum(consumer);
 	values[2] = Int64GetDatum(start_after);
+	stream_lock_role(GetUserId());	/* against a concurrent DROP ROLE */
 	values[3] = ObjectIdGetDatum(GetUserId());
 	stream_catalog_hold(relid, NULL);
 	if (stream_catalog_exec("INSERT INTO stream_seq.consumer "

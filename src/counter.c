@@ -250,11 +250,15 @@ stream_take_numbers(StreamRef *ref, int64 count, bool have_entry, int64 *lo)
  *		apply worker, or a session with session_replication_role =
  *		replica).  The counter is started first if it was not: started
  *		later, it would read the table's maximum without this row, which
- *		is not committed yet.
+ *		is not committed yet.  The head sequence records it (refill_block
+ *		does nothing while the recorded block still covers it).
  */
 void
 stream_counter_raise(StreamRef *ref, int64 number)
 {
+	int64		next;
+	int64		block_end;
+
 	if (number == PG_INT64_MAX)
 		ereport(ERROR,
 				(errcode(ERRCODE_NUMERIC_VALUE_OUT_OF_RANGE),
@@ -263,6 +267,15 @@ stream_counter_raise(StreamRef *ref, int64 number)
 				 errdetail("No number could follow it.")));
 	while (!stream_counter_at_least(ref, number + 1))
 		(void) stream_start_counter(ref);
+
+	/*
+	 * Past the recorded block: record one above the number now, so that
+	 * the head sequence (which replication does not copy) stays ahead of
+	 * every number in use, as after a reservation; a restart then starts
+	 * above it even if the newest rows are deleted.
+	 */
+	if (stream_counter_read(ref, &next, &block_end) && next >= block_end)
+		refill_block(ref);
 }
 
 /*

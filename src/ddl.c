@@ -393,7 +393,7 @@ check_stream_table(Oid relid)
 			ereport(ERROR,
 					(errcode(ERRCODE_OBJECT_NOT_IN_PREREQUISITE_STATE),
 					 errmsg("cannot disable the triggers of stream table \"%s\"", relname),
-					 errdetail("Rows inserted without them would never get a number."),
+					 errdetail("Rows inserted without them would never get a number, and numbers replicated into the table would not move its counter."),
 					 errhint("Run stream_seq.disable() to stop numbering the table.")));
 	}
 	stream_check_no_deferrable_index(rel);

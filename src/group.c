@@ -230,6 +230,7 @@ stream_seq_create_group(PG_FUNCTION_ARGS)
 	values[0] = ObjectIdGetDatum(relid);
 	values[1] = CStringGetTextDatum(consumer);
 	values[2] = Int64GetDatum(start_after);
+	stream_lock_role(GetUserId());	/* against a concurrent DROP ROLE */
 	values[3] = ObjectIdGetDatum(GetUserId());
 	values[4] = Int32GetDatum(slots);
 	values[5] = ObjectIdGetDatum(index);

@@ -607,9 +607,9 @@ stream_seq_enable(PG_FUNCTION_ARGS)
 						   table), 0, NULL, NULL);
 	if (stream_trigger_function_installed("replica_trigger"))
 	{
-		stream_caller_exec(psprintf("CREATE TRIGGER stream_seq_replica BEFORE INSERT OR UPDATE OF %s ON %s "
+		stream_caller_exec(psprintf("CREATE TRIGGER stream_seq_replica BEFORE INSERT OR UPDATE ON %s "
 							   "FOR EACH ROW EXECUTE FUNCTION stream_seq.replica_trigger()",
-							   quote_identifier(column), table), 0, NULL, NULL);
+							   table), 0, NULL, NULL);
 		stream_caller_exec(psprintf("ALTER TABLE %s ENABLE REPLICA TRIGGER stream_seq_replica",
 							   table), 0, NULL, NULL);
 	}

@@ -272,7 +272,7 @@ stream_lookup_target(Relation rel)
 		target->sealed = partition_is_sealed(relid);
 		target->detaching = partition_detaching(relid);
 	}
-	target->replication_checked = false;
+	target->pglogical = stream_pglogical_installed();
 	target->valid = true;
 	return target;
 }
@@ -845,7 +845,7 @@ stream_check_partition(Oid stream, Oid relid, bool add_trigger)
 					(errcode(ERRCODE_OBJECT_NOT_IN_PREREQUISITE_STATE),
 					 errmsg("cannot disable the triggers of partition \"%s\" of stream table \"%s\"",
 							RelationGetRelationName(rel), get_rel_name(stream)),
-					 errdetail("Rows inserted without them would never get a number."),
+					 errdetail("Rows inserted without them would never get a number, and numbers replicated into the table would not move its counter."),
 					 errhint("Run stream_seq.disable() to stop numbering the table.")));
 	}
 	relation_close(rel, AccessShareLock);

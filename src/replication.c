@@ -5,8 +5,8 @@
  *	  stream_seq's numbering: rows that arrive with their numbers, and
  *	  replication sets that would carry rows without them.
  *
- *	- The replica trigger (stream_seq_replica, BEFORE INSERT OR UPDATE OF
- *	  the column, ENABLE REPLICA) fires only where session_replication_role
+ *	- The replica trigger (stream_seq_replica, BEFORE INSERT OR UPDATE,
+ *	  ENABLE REPLICA) fires only where session_replication_role
  *	  is "replica": in a subscription's apply worker, and in a session that
  *	  set it.  None of the other stream triggers fire there, so a row comes
  *	  with its number or without one.  A number moves the stream's counter
@@ -33,8 +33,8 @@
 #include "executor/spi.h"
 #include "fmgr.h"
 #include "miscadmin.h"
-#include "postmaster/bgworker.h"
 #include "replication/logicalworker.h"
+#include "replication/origin.h"
 #include "utils/builtins.h"
 #include "utils/lsyscache.h"
 #include "utils/rel.h"
@@ -46,15 +46,15 @@ PG_FUNCTION_INFO_V1(stream_seq_replica_trigger);
 /*
  * in_replication_worker
  *		Whether this backend applies changes replicated from elsewhere:
- *		PostgreSQL's apply and table synchronization workers, or a
- *		background worker of a replication extension (pglogical's apply
- *		runs as one).  Those write a stream row's number by the UPDATE
- *		that follows its INSERT.
+ *		PostgreSQL's apply and table synchronization workers, or a session
+ *		that replays changes under a replication origin (pglogical's apply
+ *		does).  Those write a stream row's number by the UPDATE that
+ *		follows its INSERT.
  */
 static bool
 in_replication_worker(void)
 {
-	return IsLogicalWorker() || MyBgworkerEntry != NULL;
+	return IsLogicalWorker() || replorigin_session_origin != InvalidRepOriginId;
 }
 
 /*
@@ -96,6 +96,25 @@ stream_seq_replica_trigger(PG_FUNCTION_ARGS)
 	target = stream_lookup_target(rel);
 	value = heap_getattr(tuple, target->seq_attnum, RelationGetDescr(rel),
 						 &isnull);
+	if (TRIGGER_FIRED_BY_UPDATE(trigdata->tg_event))
+	{
+		bool		old_isnull;
+		Datum		old_value = heap_getattr(trigdata->tg_trigtuple,
+											 target->seq_attnum,
+											 RelationGetDescr(rel),
+											 &old_isnull);
+
+		if (isnull && !old_isnull)
+			ereport(ERROR,
+					(errcode(ERRCODE_GENERATED_ALWAYS),
+					 errmsg("cannot remove the number of a row of stream table \"%s\"",
+							get_rel_name(target->stream)),
+					 errdetail("Readers may have passed the row by its number.")));
+		/* most replicated updates leave the number as it was */
+		if (isnull || (!old_isnull &&
+					   DatumGetInt64(old_value) == DatumGetInt64(value)))
+			return PointerGetDatum(tuple);
+	}
 	if (!isnull)
 	{
 		stream_counter_raise(stream_lookup(target->stream, false),
@@ -113,14 +132,26 @@ stream_seq_replica_trigger(PG_FUNCTION_ARGS)
 }
 
 /*
+ * stream_pglogical_installed
+ *		Whether pglogical is installed in this database; the trigger
+ *		targets remember it (partition.c).  A table added to one of its
+ *		sets gets its relcache entry invalidated by pglogical, so a target
+ *		filled before CREATE EXTENSION pglogical is filled again then.
+ */
+bool
+stream_pglogical_installed(void)
+{
+	return OidIsValid(get_extension_oid("pglogical", true));
+}
+
+/*
  * stream_check_pglogical
  *		Refuse to write into a stream table that one of pglogical's
  *		replication sets carries with its inserts but without its updates.
- *		Costs one syscache lookup where pglogical is not installed.  The
- *		sets of the table and, for a partition, of its stream are looked
- *		up; the caller remembers the answer until the table's relcache
- *		entry is invalidated, as pglogical does when it adds a table to a
- *		set or removes it.
+ *		The sets of the table and, for a partition, of its stream are
+ *		looked up once per transaction and stream (where pglogical is
+ *		installed): pglogical.alter_replication_set() changes a set without
+ *		telling the tables in it.
  */
 void
 stream_check_pglogical(Relation rel, Oid stream)
@@ -129,8 +160,7 @@ stream_check_pglogical(Relation rel, Oid stream)
 	Datum		values[2];
 	char	   *set_name = NULL;
 
-	if (!OidIsValid(get_extension_oid("pglogical", true)) ||
-		!OidIsValid(get_namespace_oid("pglogical", true)))
+	if (!OidIsValid(get_namespace_oid("pglogical", true)))
 		return;
 
 	values[0] = ObjectIdGetDatum(RelationGetRelid(rel));

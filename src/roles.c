@@ -33,12 +33,14 @@
 
 #include "access/htup_details.h"
 #include "access/xact.h"
+#include "catalog/pg_authid.h"
 #include "catalog/pg_database.h"
 #include "catalog/pg_type.h"
 #include "commands/dbcommands.h"
 #include "fmgr.h"
 #include "miscadmin.h"
 #include "nodes/parsenodes.h"
+#include "storage/lmgr.h"
 #include "tcop/utility.h"
 #include "utils/acl.h"
 #include "utils/builtins.h"
@@ -96,6 +98,9 @@ refuse_drop_role(List *rolespecs)
 {
 	ListCell   *lc;
 
+	/* a caller who may not drop roles learns nothing from us */
+	if (!has_createrole_privilege(GetUserId()))
+		return;
 	foreach(lc, role_oids(rolespecs))
 	{
 		Oid			roleid = lfirst_oid(lc);
@@ -103,6 +108,12 @@ refuse_drop_role(List *rolespecs)
 		Datum		values[1];
 		char	   *owned;
 
+		/*
+		 * The lock DROP ROLE takes anyway, taken first: a consumer created
+		 * for the role (stream_lock_role) is committed before we look, or
+		 * waits for the drop and then finds the role gone.
+		 */
+		LockSharedObject(AuthIdRelationId, roleid, 0, AccessExclusiveLock);
 		values[0] = ObjectIdGetDatum(roleid);
 		owned = stream_catalog_text("SELECT pg_catalog.string_agg(pg_catalog.format("
 									"'owner of consumer \"%s\" of stream table %s', "
@@ -285,6 +296,22 @@ is_current_database_owner_change(Node *parsetree)
 }
 
 /*
+ * stream_lock_role
+ *		Before a consumer is given to "role" (created by it, or passed to
+ *		it): lock the role against DROP ROLE until the transaction ends,
+ *		and make sure it still exists.
+ */
+void
+stream_lock_role(Oid role)
+{
+	LockSharedObject(AuthIdRelationId, role, 0, AccessShareLock);
+	if (!SearchSysCacheExists1(AUTHOID, ObjectIdGetDatum(role)))
+		ereport(ERROR,
+				(errcode(ERRCODE_UNDEFINED_OBJECT),
+				 errmsg("role with OID %u does not exist", role)));
+}
+
+/*
  * stream_process_utility
  *		The utility hook: DROP ROLE, REASSIGN OWNED and DROP OWNED reach the
  *		consumers of this database (above); everything else passes through.
@@ -301,6 +328,8 @@ stream_process_utility(PlannedStmt *pstmt, const char *queryString,
 						IsA(parsetree, DropOwnedStmt) ||
 						is_current_database_owner_change(parsetree)) &&
 		consumers_installed();
+	bool		owner_may_change = IsA(parsetree, ReassignOwnedStmt) ||
+		IsA(parsetree, AlterOwnerStmt);
 	Oid			old_db_owner = ours ? database_owner() : InvalidOid;
 
 	if (ours && IsA(parsetree, DropRoleStmt))
@@ -318,7 +347,7 @@ stream_process_utility(PlannedStmt *pstmt, const char *queryString,
 	if (ours && IsA(parsetree, ReassignOwnedStmt))
 		reassign_consumers(((ReassignOwnedStmt *) parsetree)->roles,
 						   ((ReassignOwnedStmt *) parsetree)->newrole);
-	if (ours && IsA(parsetree, AlterOwnerStmt))
+	if (ours && owner_may_change)
 	{
 		Oid			new_db_owner;
 
@@ -369,10 +398,7 @@ stream_seq_alter_consumer_owner(PG_FUNCTION_ARGS)
 	stream_catalog_hold(relid, consumer);
 	(void) stream_consumer_lookup(relid, consumer, true, &owner, NULL);
 	stream_check_consumer_owner(relid, consumer, owner);
-	if (!OidIsValid(newowner) || GetUserNameFromId(newowner, true) == NULL)
-		ereport(ERROR,
-				(errcode(ERRCODE_UNDEFINED_OBJECT),
-				 errmsg("role with OID %u does not exist", newowner)));
+	stream_lock_role(newowner);
 	check_is_member_of_role(GetUserId(), newowner);
 
 	values[0] = ObjectIdGetDatum(relid);

@@ -677,9 +677,10 @@ stream_counter_extend(StreamRef *ref, int64 block_start, int64 block_end)
  * stream_counter_at_least
  *		Move a started counter up to "next" if it is below: numbers below
  *		"next" are in use elsewhere (replication wrote them).  An end of
- *		the recorded block below "next" is moved up with it, so the next
- *		reservation records a new block in the head sequence first.
- *		Returns false if the counter is not started.
+ *		the recorded block below "next" is moved up with it: the block is
+ *		used up, and the caller records a new one (counter.c) before any
+ *		reservation can take a number from it.  Returns false if the
+ *		counter is not started.
  */
 bool
 stream_counter_at_least(StreamRef *ref, int64 next)

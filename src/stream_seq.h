@@ -65,7 +65,7 @@ typedef struct StreamTarget
 	AttrNumber	seq_attnum;		/* the stream column, in this table */
 	bool		sealed;			/* a sealed partition: takes no rows */
 	bool		detaching;		/* being detached concurrently: neither */
-	bool		replication_checked;	/* pglogical's sets looked at */
+	bool		pglogical;		/* pglogical installed: look at its sets */
 } StreamTarget;
 
 /* What stream_reserve needs before it can hand out numbers. */
@@ -336,12 +336,14 @@ extern void stream_protect_index(Oid relid, AttrNumber attnum);
 extern void stream_retire(StreamRef *ref);
 
 /* replication.c */
+extern bool stream_pglogical_installed(void);
 extern void stream_check_pglogical(Relation rel, Oid stream);
 
 /* roles.c */
 extern void stream_roles_init(void);
 extern Datum stream_seq_drop_consumer(PG_FUNCTION_ARGS);
 extern void stream_grant_head_access(Oid head_seq);
+extern void stream_lock_role(Oid role);
 
 
 #endif							/* STREAM_SEQ_H */
