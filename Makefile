@@ -2,7 +2,7 @@
 
 EXTENSION    = stream_seq
 MODULE_big   = stream_seq
-OBJS         = src/stream_seq.o src/shmem.o src/catalog.o src/counter.o \
+OBJS         = src/startup.o src/settings.o src/shmem.o src/catalog.o src/counter.o \
                src/horizon.o src/assign.o src/lifecycle.o src/ddl.o \
                src/retention.o src/consumer.o src/group.o src/wait.o \
                src/status.o src/compat.o src/replica.o \

@@ -8,6 +8,10 @@
  * catalog (its schema, its trigger functions and the names enable() gives
  * the triggers), for the event triggers' cheap first test.
  *
+ * Also what other modules need to know of the database around the stream:
+ * its owner (who may read what pg_dump reads), locks on roles that own
+ * consumers, and whether pglogical is installed.
+ *
  * A backend looks a stream up once per relcache invalidation of its table:
  * the catalog row says which column is numbered and which sequence records
  * the head; the lookup attaches the stream's shared slot, reclaiming slots
@@ -24,15 +28,20 @@
 #include "access/table.h"
 #include "access/xact.h"
 #include "catalog/namespace.h"
+#include "catalog/pg_authid.h"
 #include "catalog/pg_class.h"
-#include "commands/trigger.h"
+#include "catalog/pg_database.h"
 #include "catalog/pg_proc.h"
 #include "catalog/pg_sequence.h"
 #include "catalog/pg_type.h"
+#include "commands/extension.h"
+#include "commands/trigger.h"
 #include "executor/spi.h"
 #include "fmgr.h"
 #include "miscadmin.h"
+#include "storage/lmgr.h"
 #include "storage/procarray.h"
+#include "utils/acl.h"
 #include "utils/builtins.h"
 #include "utils/fmgroids.h"
 #include "utils/guc.h"
@@ -912,4 +921,68 @@ stream_catalog_first(Oid relid)
 	stream_catalog_exec_latest("SELECT trimmed_before FROM stream_seq.stream WHERE relid = $1",
 							   1, argtypes, values, &first, 1, &found);
 	return found ? first : 1;
+}
+
+/*
+ * stream_database_owner
+ *		The owner of the current database.
+ */
+Oid
+stream_database_owner(void)
+{
+	HeapTuple	tuple = SearchSysCache1(DATABASEOID, ObjectIdGetDatum(MyDatabaseId));
+	Oid			owner;
+
+	if (!HeapTupleIsValid(tuple))
+		elog(ERROR, "cache lookup failed for database %u", MyDatabaseId);
+	owner = ((Form_pg_database) GETSTRUCT(tuple))->datdba;
+	ReleaseSysCache(tuple);
+	return owner;
+}
+
+/*
+ * stream_grant_head_access
+ *		SELECT on a new head sequence for the database's owner (enable()).
+ */
+void
+stream_grant_head_access(Oid head_seq)
+{
+	Oid			owner = stream_database_owner();
+
+	if (superuser_arg(owner))
+		return;
+	stream_catalog_exec(psprintf("GRANT SELECT ON SEQUENCE %s TO %s",
+								 quote_qualified_identifier(get_namespace_name(get_rel_namespace(head_seq)),
+															get_rel_name(head_seq)),
+								 quote_identifier(GetUserNameFromId(owner, false))),
+						0, NULL, NULL, NULL, 0, NULL);
+}
+
+/*
+ * stream_lock_role
+ *		Before a consumer is given to "role" (created by it, or passed to
+ *		it): lock the role against DROP ROLE until the transaction ends,
+ *		and make sure it still exists.
+ */
+void
+stream_lock_role(Oid role)
+{
+	LockSharedObject(AuthIdRelationId, role, 0, AccessShareLock);
+	if (!SearchSysCacheExists1(AUTHOID, ObjectIdGetDatum(role)))
+		ereport(ERROR,
+				(errcode(ERRCODE_UNDEFINED_OBJECT),
+				 errmsg("role with OID %u does not exist", role)));
+}
+
+/*
+ * stream_pglogical_installed
+ *		Whether pglogical is installed in this database; the trigger
+ *		targets remember it (partition.c).  A table added to one of its
+ *		sets gets its relcache entry invalidated by pglogical, so a target
+ *		filled before CREATE EXTENSION pglogical is filled again then.
+ */
+bool
+stream_pglogical_installed(void)
+{
+	return OidIsValid(get_extension_oid("pglogical", true));
 }

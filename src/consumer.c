@@ -116,12 +116,12 @@ stream_slot_index_is_name(void)
 }
 
 /*
- * have_groups
+ * stream_have_groups
  *		Whether the extension's tables have what consumer groups need: a
  *		database not yet updated to 0.3.0 has plain consumers only.
  */
-static bool
-have_groups(void)
+bool
+stream_have_groups(void)
 {
 	Oid			nsp = stream_namespace(false);
 
@@ -150,7 +150,7 @@ stream_consumer_lookup(Oid relid, const char *consumer, bool for_update,
 	values[1] = CStringGetTextDatum(consumer);
 	stream_catalog_exec(psprintf("SELECT position, owner::oid::int8, %s FROM stream_seq.consumer "
 								 "WHERE stream = $1 AND consumer = $2%s",
-								 have_groups() ? "coalesce(slots, 0)" : "0",
+								 stream_have_groups() ? "coalesce(slots, 0)" : "0",
 								 for_update ? " FOR UPDATE" : ""),
 						2, argtypes, values, row, 3, &found);
 	if (!found)
@@ -404,7 +404,7 @@ stream_seq_drop_consumer(PG_FUNCTION_ARGS)
 	values[0] = ObjectIdGetDatum(relid);
 	values[1] = CStringGetTextDatum(consumer);
 	/* its slots, workers and parked rows first (no foreign key: catalog.c) */
-	if (have_groups())
+	if (stream_have_groups())
 	{
 		stream_catalog_exec("DELETE FROM stream_seq.parked WHERE stream = $1 AND consumer = $2",
 							2, argtypes, values, NULL, 0, NULL);
@@ -522,72 +522,3 @@ stream_seq_advance(PG_FUNCTION_ARGS)
 	PG_RETURN_VOID();
 }
 
-/*
- * Where each consumer of stream $1 has got to: a plain consumer's
- * position, each slot of a group, and each parked row (which replay()
- * reads again, so it counts as a position just below it).  Before the
- * update to 0.3.0, plain consumers only.
- */
-#define SLOWEST_POSITIONS \
-	"(SELECT consumer, position FROM stream_seq.consumer " \
-	"  WHERE stream::pg_catalog.oid = $1 AND slots IS NULL " \
-	" UNION ALL SELECT consumer || ' (parked ' || seq || ')', seq - 1 " \
-	"  FROM stream_seq.parked WHERE stream::pg_catalog.oid = $1 AND NOT resolved) p"
-#define PLAIN_POSITIONS \
-	"(SELECT consumer, position FROM stream_seq.consumer " \
-	"  WHERE stream::pg_catalog.oid = $1) p"
-
-/*
- * stream_slowest_consumer
- *		The consumer of the stream with the lowest position (a slot of a
- *		group, or a parked row, count as positions), whoever owns it and
- *		whoever may read it; false if the stream has none.  For trim() and
- *		drop_partitions(), which must not pass it.  A slot with nothing to
- *		read below the horizon counts as having finished up to it
- *		(stream_slots_floor).
- */
-bool
-stream_slowest_consumer(Oid relid, char **consumer, int64 *position)
-{
-	Oid			argtypes[1] = {OIDOID};
-	Datum		values[1];
-	int64		row[1];
-	bool		found;
-	char	   *name;
-	const char *positions;
-
-	char	   *slot_name;
-	int64		slot_position;
-	bool		groups = have_groups();
-
-	values[0] = ObjectIdGetDatum(relid);
-	positions = groups ? SLOWEST_POSITIONS : PLAIN_POSITIONS;
-	stream_catalog_exec(psprintf("SELECT position FROM %s ORDER BY position LIMIT 1",
-								 positions),
-						1, argtypes, values, row, 1, &found);
-	if (found)
-	{
-		*position = row[0];
-
-		/*
-		 * its name, as text: fetched on its own, stream_catalog_exec reads
-		 * int8
-		 */
-		name = stream_catalog_text(psprintf("SELECT consumer FROM %s "
-											"ORDER BY position, consumer LIMIT 1",
-											positions),
-								   1, argtypes, values);
-		*consumer = name != NULL ? name : pstrdup("?");
-	}
-	if (groups &&
-		stream_slots_floor(relid,
-						   stream_statement_horizon(stream_lookup(relid, false)),
-						   &slot_name, &slot_position) &&
-		(!found || slot_position < *position))
-	{
-		*consumer = slot_name;
-		*position = slot_position;
-		found = true;
-	}
-	return found;
-}

@@ -4,7 +4,8 @@
  *	  Consumer groups: one consumer whose rows are split into slots by a
  *	  stable hash of a key, so that several workers share the work while
  *	  the rows of one key stay in order; leases with fencing; parked rows;
- *	  explicit resets.
+ *	  explicit resets.  Also the slowest consumer of a stream, plain or
+ *	  group, which retention must not pass.
  *
  * A group is a row of stream_seq.consumer with "slots" set, and one row per
  * slot in stream_seq.consumer_slot: its position (the last number of the
@@ -1034,4 +1035,74 @@ stream_seq_slot_backlog(PG_FUNCTION_ARGS)
 														slot_expr, column, column,
 														BACKLOG_CAP),
 											   3, argtypes, values));
+}
+
+/*
+ * Where each consumer of stream $1 has got to: a plain consumer's
+ * position, each slot of a group, and each parked row (which replay()
+ * reads again, so it counts as a position just below it).  Before the
+ * update to 0.3.0, plain consumers only.
+ */
+#define SLOWEST_POSITIONS \
+	"(SELECT consumer, position FROM stream_seq.consumer " \
+	"  WHERE stream::pg_catalog.oid = $1 AND slots IS NULL " \
+	" UNION ALL SELECT consumer || ' (parked ' || seq || ')', seq - 1 " \
+	"  FROM stream_seq.parked WHERE stream::pg_catalog.oid = $1 AND NOT resolved) p"
+#define PLAIN_POSITIONS \
+	"(SELECT consumer, position FROM stream_seq.consumer " \
+	"  WHERE stream::pg_catalog.oid = $1) p"
+
+/*
+ * stream_slowest_consumer
+ *		The consumer of the stream with the lowest position (a slot of a
+ *		group, or a parked row, count as positions), whoever owns it and
+ *		whoever may read it; false if the stream has none.  For trim() and
+ *		drop_partitions(), which must not pass it.  A slot with nothing to
+ *		read below the horizon counts as having finished up to it
+ *		(stream_slots_floor).
+ */
+bool
+stream_slowest_consumer(Oid relid, char **consumer, int64 *position)
+{
+	Oid			argtypes[1] = {OIDOID};
+	Datum		values[1];
+	int64		row[1];
+	bool		found;
+	char	   *name;
+	const char *positions;
+
+	char	   *slot_name;
+	int64		slot_position;
+	bool		groups = stream_have_groups();
+
+	values[0] = ObjectIdGetDatum(relid);
+	positions = groups ? SLOWEST_POSITIONS : PLAIN_POSITIONS;
+	stream_catalog_exec(psprintf("SELECT position FROM %s ORDER BY position LIMIT 1",
+								 positions),
+						1, argtypes, values, row, 1, &found);
+	if (found)
+	{
+		*position = row[0];
+
+		/*
+		 * its name, as text: fetched on its own, stream_catalog_exec reads
+		 * int8
+		 */
+		name = stream_catalog_text(psprintf("SELECT consumer FROM %s "
+											"ORDER BY position, consumer LIMIT 1",
+											positions),
+								   1, argtypes, values);
+		*consumer = name != NULL ? name : pstrdup("?");
+	}
+	if (groups &&
+		stream_slots_floor(relid,
+						   stream_statement_horizon(stream_lookup(relid, false)),
+						   &slot_name, &slot_position) &&
+		(!found || slot_position < *position))
+	{
+		*consumer = slot_name;
+		*position = slot_position;
+		found = true;
+	}
+	return found;
 }

@@ -132,19 +132,6 @@ stream_seq_replica_trigger(PG_FUNCTION_ARGS)
 }
 
 /*
- * stream_pglogical_installed
- *		Whether pglogical is installed in this database; the trigger
- *		targets remember it (partition.c).  A table added to one of its
- *		sets gets its relcache entry invalidated by pglogical, so a target
- *		filled before CREATE EXTENSION pglogical is filled again then.
- */
-bool
-stream_pglogical_installed(void)
-{
-	return OidIsValid(get_extension_oid("pglogical", true));
-}
-
-/*
  * stream_check_pglogical
  *		Refuse to write into a stream table that one of pglogical's
  *		replication sets carries with its inserts but without its updates.

@@ -200,23 +200,6 @@ drop_owned_consumers(List *rolespecs)
 }
 
 /*
- * database_owner
- *		The owner of the current database.
- */
-static Oid
-database_owner(void)
-{
-	HeapTuple	tuple = SearchSysCache1(DATABASEOID, ObjectIdGetDatum(MyDatabaseId));
-	Oid			owner;
-
-	if (!HeapTupleIsValid(tuple))
-		elog(ERROR, "cache lookup failed for database %u", MyDatabaseId);
-	owner = ((Form_pg_database) GETSTRUCT(tuple))->datdba;
-	ReleaseSysCache(tuple);
-	return owner;
-}
-
-/*
  * grant_dump_access_to
  *		GRANT USAGE on the extension's schema and SELECT on its tables that
  *		pg_dump copies and on every head sequence to "role"; nothing for a
@@ -250,24 +233,6 @@ grant_dump_access_to(Oid role)
 }
 
 /*
- * stream_grant_head_access
- *		SELECT on a new head sequence for the database's owner (enable()).
- */
-void
-stream_grant_head_access(Oid head_seq)
-{
-	Oid			owner = database_owner();
-
-	if (superuser_arg(owner))
-		return;
-	stream_catalog_exec(psprintf("GRANT SELECT ON SEQUENCE %s TO %s",
-								 quote_qualified_identifier(get_namespace_name(get_rel_namespace(head_seq)),
-															get_rel_name(head_seq)),
-								 quote_identifier(GetUserNameFromId(owner, false))),
-						0, NULL, NULL, NULL, 0, NULL);
-}
-
-/*
  * stream_seq_grant_dump_access
  *		SQL (internal, for the update script): give the database's owner
  *		what pg_dump reads.
@@ -275,7 +240,7 @@ stream_grant_head_access(Oid head_seq)
 Datum
 stream_seq_grant_dump_access(PG_FUNCTION_ARGS)
 {
-	grant_dump_access_to(database_owner());
+	grant_dump_access_to(stream_database_owner());
 	PG_RETURN_VOID();
 }
 
@@ -293,22 +258,6 @@ is_current_database_owner_change(Node *parsetree)
 	stmt = (AlterOwnerStmt *) parsetree;
 	return stmt->objectType == OBJECT_DATABASE &&
 		get_database_oid(strVal(stmt->object), true) == MyDatabaseId;
-}
-
-/*
- * stream_lock_role
- *		Before a consumer is given to "role" (created by it, or passed to
- *		it): lock the role against DROP ROLE until the transaction ends,
- *		and make sure it still exists.
- */
-void
-stream_lock_role(Oid role)
-{
-	LockSharedObject(AuthIdRelationId, role, 0, AccessShareLock);
-	if (!SearchSysCacheExists1(AUTHOID, ObjectIdGetDatum(role)))
-		ereport(ERROR,
-				(errcode(ERRCODE_UNDEFINED_OBJECT),
-				 errmsg("role with OID %u does not exist", role)));
 }
 
 /*
@@ -330,7 +279,7 @@ stream_process_utility(PlannedStmt *pstmt, const char *queryString,
 		consumers_installed();
 	bool		owner_may_change = IsA(parsetree, ReassignOwnedStmt) ||
 		IsA(parsetree, AlterOwnerStmt);
-	Oid			old_db_owner = ours ? database_owner() : InvalidOid;
+	Oid			old_db_owner = ours ? stream_database_owner() : InvalidOid;
 
 	if (ours && IsA(parsetree, DropRoleStmt))
 		refuse_drop_role(((DropRoleStmt *) parsetree)->roles);
@@ -352,7 +301,7 @@ stream_process_utility(PlannedStmt *pstmt, const char *queryString,
 		Oid			new_db_owner;
 
 		CommandCounterIncrement();
-		new_db_owner = database_owner();
+		new_db_owner = stream_database_owner();
 		if (new_db_owner != old_db_owner)
 			grant_dump_access_to(new_db_owner);
 	}

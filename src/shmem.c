@@ -339,6 +339,22 @@ stream_shmem_ready(void)
 }
 
 /*
+ * stream_check_preloaded
+ *		Raise the documented error when the library is not preloaded (the
+ *		shared state does not exist); every entry point that needs shared
+ *		memory calls this first.
+ */
+void
+stream_check_preloaded(void)
+{
+	if (!stream_shmem_ready())
+		ereport(ERROR,
+				(errcode(ERRCODE_OBJECT_NOT_IN_PREREQUISITE_STATE),
+				 errmsg("stream_seq must be loaded via \"shared_preload_libraries\""),
+				 errhint("Add stream_seq to the \"shared_preload_libraries\" setting and restart the server.")));
+}
+
+/*
  * full_xid
  *		The FullTransactionId of a normal xid that is not older than 2^31
  *		transactions before "next" (a snapshot's xmin or xmax, an xid of a

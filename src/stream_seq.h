@@ -27,7 +27,7 @@
 #include "utils/snapshot.h"
 #include "utils/timestamp.h"
 
-/* GUC variables (stream_seq.c) */
+/* settings.c: the settings, defined by _PG_init (startup.c) */
 extern int	stream_seq_max_streams;
 extern int	stream_seq_max_tracked_xacts;
 extern int	stream_seq_head_interval;
@@ -35,6 +35,7 @@ extern int	stream_seq_seal_grace;
 extern bool stream_seq_notify;
 extern int	stream_seq_round_interval;
 extern int	stream_seq_rmgr_id;
+extern void stream_define_settings(void);
 
 /*
  * A backend's handle on a stream: what the catalog says about it and which
@@ -182,10 +183,8 @@ typedef enum StandbyHorizonResult
 	STANDBY_HORIZON_MOVED		/* the stream's slot was reclaimed by redo */
 } StandbyHorizonResult;
 
-/* stream_seq.c */
-extern void stream_check_preloaded(void);
-
 /* shmem.c: the only writer of the shared slots */
+extern void stream_check_preloaded(void);
 extern void stream_shmem_request(void);
 extern void stream_shmem_startup(void);
 extern bool stream_shmem_ready(void);
@@ -230,6 +229,10 @@ extern Oid	stream_namespace(bool missing_ok);
 extern bool stream_is_own_trigger_function(Oid funcid, const char **name);
 extern bool stream_is_own_trigger_name(const char *name);
 extern bool stream_trigger_disabled(Trigger *trigger);
+extern Oid	stream_database_owner(void);
+extern void stream_grant_head_access(Oid head_seq);
+extern void stream_lock_role(Oid role);
+extern bool stream_pglogical_installed(void);
 extern bool stream_trigger_function_installed(const char *name);
 extern bool stream_table_has_triggers(Oid relid);
 extern StreamRef *stream_lookup(Oid relid, bool missing_ok);
@@ -309,22 +312,25 @@ extern void stream_partition_xact_end(void);
 extern void stream_partition_init(void);
 
 /* consumer.c */
-extern bool stream_slowest_consumer(Oid relid, char **consumer,
-									int64 *position);
+extern bool stream_have_groups(void);
 extern void stream_check_not_null(FunctionCallInfo fcinfo, int nargs,
 								  const char *what);
 extern void stream_check_consumer_name(const char *consumer);
 extern void stream_partition_detaching(Oid stream, Oid relid);
 extern bool stream_slot_index_is_name(void);
-extern void stream_slots_raise(Oid relid, int64 upto);
-extern bool stream_slots_floor(Oid relid, int64 horizon, char **consumer,
-							   int64 *position);
 extern int64 stream_consumer_lookup(Oid relid, const char *consumer,
 									bool for_update, Oid *owner, int *slots);
 extern void stream_check_consumer_owner(Oid relid, const char *consumer,
 										Oid owner);
 extern void stream_check_advance(StreamRef *ref, const char *what,
 								 int64 position, int64 to_position);
+
+/* group.c */
+extern void stream_slots_raise(Oid relid, int64 upto);
+extern bool stream_slowest_consumer(Oid relid, char **consumer,
+									int64 *position);
+extern bool stream_slots_floor(Oid relid, int64 horizon, char **consumer,
+							   int64 *position);
 
 /* SQLSTATE of a worker whose lease on a slot of a group was lost */
 #define ERRCODE_STREAM_LEASE_LOST MAKE_SQLSTATE('S','S','0','0','1')
@@ -336,14 +342,11 @@ extern void stream_protect_index(Oid relid, AttrNumber attnum);
 extern void stream_retire(StreamRef *ref);
 
 /* replication.c */
-extern bool stream_pglogical_installed(void);
 extern void stream_check_pglogical(Relation rel, Oid stream);
 
 /* roles.c */
 extern void stream_roles_init(void);
 extern Datum stream_seq_drop_consumer(PG_FUNCTION_ARGS);
-extern void stream_grant_head_access(Oid head_seq);
-extern void stream_lock_role(Oid role);
 
 
 #endif							/* STREAM_SEQ_H */

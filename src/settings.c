@@ -1,12 +1,10 @@
 /*-------------------------------------------------------------------------
  *
- * stream_seq.c
- *	  Module entry point of stream_seq: settings, and the hooks that set up
- *	  shared memory when the library is preloaded.
- *
- * Without shared_preload_libraries the library still loads (CREATE
- * EXTENSION works), but every function that needs the shared state raises
- * ERRCODE_OBJECT_NOT_IN_PREREQUISITE_STATE naming the setting.
+ * settings.c
+ *	  The settings of stream_seq (stream_seq.*): their variables, which
+ *	  every module reads, and their definitions.  Those that size shared
+ *	  memory or that standbys must agree on exist only when the library
+ *	  is preloaded: a PGC_POSTMASTER setting cannot be defined later.
  *
  *-------------------------------------------------------------------------
  */
@@ -15,16 +13,10 @@
 #include <limits.h>
 
 #include "access/rmgr.h"
-#include "fmgr.h"
 #include "miscadmin.h"
-#include "storage/ipc.h"
 #include "utils/guc.h"
 
 #include "stream_seq.h"
-
-PG_MODULE_MAGIC;
-
-void		_PG_init(void);
 
 int			stream_seq_max_streams = 64;
 int			stream_seq_max_tracked_xacts = 1024;
@@ -34,58 +26,15 @@ bool		stream_seq_notify = false;
 int			stream_seq_round_interval = 5000;
 int			stream_seq_rmgr_id = RM_EXPERIMENTAL_ID;
 
-static shmem_request_hook_type prev_shmem_request_hook = NULL;
-static shmem_startup_hook_type prev_shmem_startup_hook = NULL;
-
 /*
- * request_shmem
- *		shmem_request_hook: reserve the extension's shared memory.
- */
-static void
-request_shmem(void)
-{
-	if (prev_shmem_request_hook)
-		prev_shmem_request_hook();
-	stream_shmem_request();
-}
-
-/*
- * startup_shmem
- *		shmem_startup_hook: create or attach the shared state.
- */
-static void
-startup_shmem(void)
-{
-	if (prev_shmem_startup_hook)
-		prev_shmem_startup_hook();
-	stream_shmem_startup();
-}
-
-/*
- * stream_check_preloaded
- *		Raise the documented error when the library is not preloaded; every
- *		entry point that needs shared memory calls this first.
+ * stream_define_settings
+ *		Define the settings (from _PG_init): those any session may set in
+ *		every case, the others only while the library is preloaded.  The
+ *		prefix is reserved after the last definition, as reserving it
+ *		drops any stream_seq.* placeholder not yet defined.
  */
 void
-stream_check_preloaded(void)
-{
-	if (!stream_shmem_ready())
-		ereport(ERROR,
-				(errcode(ERRCODE_OBJECT_NOT_IN_PREREQUISITE_STATE),
-				 errmsg("stream_seq must be loaded via \"shared_preload_libraries\""),
-				 errhint("Add stream_seq to the \"shared_preload_libraries\" setting and restart the server.")));
-}
-
-/*
- * _PG_init
- *		Define the settings; when preloaded, also those that size shared
- *		memory, and hook its set-up.  The transaction callbacks are
- *		registered in every case: they do nothing until a stream is used,
- *		which needs the shared state.  The backend's stream cache is made
- *		on first use (catalog.c).
- */
-void
-_PG_init(void)
+stream_define_settings(void)
 {
 	DefineCustomIntVariable("stream_seq.head_interval",
 							"Stream numbers recorded durably at a time, for streams enabled from now on.",
@@ -108,16 +57,6 @@ _PG_init(void)
 							3600, 0, INT_MAX,
 							PGC_USERSET, GUC_UNIT_S,
 							NULL, NULL, NULL);
-	stream_assign_init();
-	stream_horizon_init();
-	stream_partition_init();
-
-	/*
-	 * Settings that size shared memory exist only when preloaded: a
-	 * PGC_POSTMASTER setting cannot be defined after startup.  The prefix
-	 * is reserved after the last definition, as reserving it drops any
-	 * stream_seq.* placeholder not yet defined.
-	 */
 	if (!process_shared_preload_libraries_in_progress)
 		return;
 
@@ -154,11 +93,4 @@ _PG_init(void)
 							NULL, NULL, NULL);
 	MarkGUCPrefixReserved("stream_seq");
 
-	stream_replica_init();
-	stream_roles_init();
-
-	prev_shmem_request_hook = shmem_request_hook;
-	shmem_request_hook = request_shmem;
-	prev_shmem_startup_hook = shmem_startup_hook;
-	shmem_startup_hook = startup_shmem;
 }
