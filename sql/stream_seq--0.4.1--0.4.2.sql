@@ -53,3 +53,16 @@ COMMENT ON FUNCTION stream_seq._grant_dump_access() IS
   'internal: give the database''s owner SELECT on what pg_dump reads';
 REVOKE ALL ON FUNCTION stream_seq._grant_dump_access() FROM PUBLIC;
 SELECT stream_seq._grant_dump_access();
+
+-- CREATE EXTENSION (and ALTER EXTENSION UPDATE) where the library is not
+-- preloaded succeeded silently, and the first enable() failed: say so now.
+DO $$
+BEGIN
+    IF NOT EXISTS (SELECT FROM pg_catalog.pg_shmem_allocations
+                    WHERE name = 'stream_seq') THEN
+        RAISE WARNING 'stream_seq is not loaded via "shared_preload_libraries"'
+          USING DETAIL = 'Stream tables cannot be enabled, written or read until it is.',
+                HINT = 'Add stream_seq to the "shared_preload_libraries" setting and restart the server.';
+    END IF;
+END;
+$$;

@@ -72,7 +72,7 @@
  *
  * horizon.c builds the read horizon per snapshot from
  * stream_slot_horizon; the argument that it never lets a reader skip a row
- * is in README.md ("Why the horizon is safe").
+ * is in doc/how-it-works.md ("Why the horizon is safe").
  *
  * On a hot standby the slots hold what was replayed of the primary's
  * records (replica.c): entries in state ENTRY_REPLAYED, whose outcome each

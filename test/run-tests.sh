@@ -9,7 +9,7 @@ cd "$(dirname "$0")/.."
 
 . test/packages.sh
 need_packages postgresql-15 postgresql-server-dev-15 libipc-run-perl make gcc pgbouncer spin \
-	postgresql-15-partman postgresql-15-repack postgresql-15-pglogical
+	postgresql-15-partman postgresql-15-repack postgresql-15-pglogical python3-psycopg
 
 # the standby horizon protocol, model-checked (about 30 s)
 test/check-model.sh

@@ -2,7 +2,7 @@
 # Copyright (c) stream_seq contributors
 #
 # 003_not_preloaded.pl: without shared_preload_libraries the extension can
-# be created, but everything that needs its shared memory fails with
+# be created (with a WARNING saying so, since 0.4.2), but everything that needs its shared memory fails with
 # SQLSTATE 55000 (object_not_in_prerequisite_state) and a hint naming
 # shared_preload_libraries; that includes writing to a stream table that
 # was enabled while the library was preloaded.  Nothing is numbered behind
@@ -41,6 +41,9 @@ is(query($plain, "LOAD 'stream_seq'"), '',
 my ($rc, $out, $err) = $plain->psql('postgres', 'CREATE EXTENSION stream_seq');
 is($rc, 0, 'CREATE EXTENSION works without shared_preload_libraries')
   or diag $err;
+like($err, qr/WARNING:\s+stream_seq is not loaded via "shared_preload_libraries"/,
+	'CREATE EXTENSION warns that the library is not preloaded');
+like($err, qr/HINT:.*shared_preload_libraries/, 'the warning has the hint');
 $plain->safe_psql('postgres', 'CREATE TABLE t (id int, payload text)');
 
 fails_55000($plain, q{SELECT stream_seq.enable('t')}, 'enable()');

@@ -12,7 +12,7 @@
 #     the newest deleted; with disable() and enable() as separate
 #     transactions, in one transaction, and with a restart (fast and
 #     immediate stop) between them.
-#  3. Migrating a bigserial column (documented in the README): the stream
+#  3. Migrating a bigserial column (documented in doc/usage.md): the stream
 #     continues above the old sequence's last value, even when the row that
 #     took it was deleted; also when the column was the primary key.
 #
@@ -188,7 +188,7 @@ is(numbers('m'), '1,2,3,4', 'bigserial: existing values kept');
 		"bigserial: new number above the old sequence's last value (5), whose row was deleted");
 }
 
-# A bigserial primary key, migrated as the README documents.
+# A bigserial primary key, migrated as doc/usage.md documents.
 $node->safe_psql('postgres', q{
 CREATE TABLE m2 (seq bigserial PRIMARY KEY, payload text);
 INSERT INTO m2 (payload) SELECT 'old' FROM generate_series(1, 5);

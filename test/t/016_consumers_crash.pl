@@ -1,7 +1,7 @@
 
 # Copyright (c) stream_seq contributors
 #
-# 016_consumers_crash.pl: consumers running the README's loop (read,
+# 016_consumers_crash.pl: consumers running the loop of doc/consumers.md (read,
 # apply, advance in one transaction) under write load, crashed and
 # restarted, end with every committed row applied exactly once and nothing
 # applied that the crash took back.
@@ -49,7 +49,7 @@ SELECT stream_seq.create_consumer('c', 'fast');
 SELECT stream_seq.create_consumer('c', 'slow');
 SELECT stream_seq.create_consumer('c7', 'fast');
 
--- The consumer loop of the README: read a page, apply it, advance, all in
+-- The consumer loop of doc/consumers.md: read a page, apply it, advance, all in
 -- one transaction; wait() when there is nothing to read.  Ends when the
 -- writers are done and nothing is left.
 CREATE PROCEDURE consume(stream regclass, cname text, page_size int, nap float8)

@@ -6,7 +6,7 @@
 # consumer group with a lease held and a parked row.
 #
 #  1. pg_dump -Fc, restored serially and with pg_restore -j 4 (as a
-#     superuser, as README says): rows and numbers, consumers and positions,
+#     superuser, as doc/operations.md says): rows and numbers, consumers and positions,
 #     owners, slots, parked rows and sealed ranges compare equal to the
 #     source, and new rows are numbered above every old number.
 #  2. pg_repack -t events with writers running (savepoints, and more than

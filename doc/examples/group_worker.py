@@ -1,0 +1,129 @@
+#!/usr/bin/env python3
+"""A worker of a stream_seq consumer group, in Python with psycopg 3.
+
+Run one process per worker, each with a name of its own:
+
+    python3 group_worker.py "dbname=app" events shipping shipping-1
+
+It claims its share of the group's slots, and for each slot it holds reads
+a page, applies it and advances the slot past it, in one transaction. A
+row whose handler keeps failing is parked (set aside for replay()) after
+MAX_ATTEMPTS tries, so that one bad row does not stop its slot. When its
+slots are empty it sleeps in wait() until the next commit on the stream.
+On SIGTERM or SIGINT it releases its slots and exits (once a wait() in
+progress returns: within WAIT).
+
+It keeps no session state between transactions (no prepared statements,
+no LISTEN, no temporary tables), so it works through pgbouncer in
+transaction mode too.
+
+Errors it expects:
+  SS001  another worker took the slot over (this one's lease ran out, or a
+         reset() fenced it): nothing of the transaction was committed;
+         claim again.
+  40001  a serialization failure: retry the transaction.
+"""
+
+import signal
+import sys
+import time
+
+import psycopg
+from psycopg.rows import dict_row
+from psycopg.types.json import Jsonb
+
+LEASE = "30 seconds"
+WAIT = "10 seconds"           # well within the lease
+PAGE = 100
+MAX_ATTEMPTS = 3
+LEASE_LOST = "SS001"
+SERIALIZATION_FAILURE = "40001"
+
+stopping = False
+
+
+def stop(signum, frame):
+    global stopping
+    stopping = True
+
+
+def apply_row(cur, seq, row):
+    """The application's work for one row: here, record it in
+    shipping_applied.  Raise to refuse the row."""
+    cur.execute(
+        "INSERT INTO shipping_applied (seq, customer_id, payload) "
+        "VALUES (%s, %s, %s)",
+        (seq, row.get("customer_id"), Jsonb(row.get("payload"))))
+
+
+def work_slot(conn, stream, consumer, slot, token, failures):
+    """Read one page of the slot, apply it and advance past it, in one
+    transaction.  Returns the number of rows handled."""
+    with conn.transaction():
+        with conn.cursor(row_factory=dict_row) as cur:
+            cur.execute(
+                "SELECT seq, \"row\" FROM stream_seq.read_slot(%s, %s, %s, %s, %s)",
+                (stream, consumer, slot, token, PAGE))
+            page = cur.fetchall()
+            if not page:
+                return 0
+            for r in page:
+                try:
+                    with conn.transaction():     # a savepoint per row
+                        apply_row(cur, r["seq"], r["row"])
+                    failures.pop(r["seq"], None)
+                except psycopg.errors.QueryCanceled:
+                    raise
+                except psycopg.Error as e:
+                    if e.sqlstate in (LEASE_LOST, SERIALIZATION_FAILURE):
+                        raise
+                    failures[r["seq"]] = failures.get(r["seq"], 0) + 1
+                    if failures[r["seq"]] < MAX_ATTEMPTS:
+                        raise           # roll the page back, try it again
+                    cur.execute("SELECT stream_seq.park(%s, %s, %s, %s)",
+                                (stream, consumer, r["seq"], str(e)[:200]))
+                    failures.pop(r["seq"], None)
+            cur.execute(
+                "SELECT stream_seq.advance_slot(%s, %s, %s, %s, %s)",
+                (stream, consumer, slot, token, page[-1]["seq"]))
+            return len(page)
+
+
+def run(dsn, stream, consumer, worker):
+    signal.signal(signal.SIGTERM, stop)
+    signal.signal(signal.SIGINT, stop)
+    failures = {}
+    with psycopg.connect(dsn, autocommit=True, prepare_threshold=None) as conn:
+        while not stopping:
+            with conn.cursor() as cur:
+                # the horizon before the claim: every row below it is
+                # visible to the reads that follow, so if they find
+                # nothing, waiting after it misses nothing
+                cur.execute("SELECT stream_seq.horizon(%s) - 1", (stream,))
+                seen = cur.fetchone()[0]
+                cur.execute("SELECT slot, token FROM stream_seq.claim(%s, %s, %s, %s)",
+                            (stream, consumer, worker, LEASE))
+                slots = cur.fetchall()
+            handled = 0
+            for slot, token in slots:
+                try:
+                    handled += work_slot(conn, stream, consumer, slot, token, failures)
+                except psycopg.Error as e:
+                    if conn.broken:
+                        raise           # the connection is gone
+                    if e.sqlstate == LEASE_LOST:
+                        break           # claim again
+                    handled += 1        # 40001 or a row that failed: again
+            if handled == 0 and not stopping:
+                with conn.cursor() as cur:
+                    cur.execute("SELECT stream_seq.wait(%s, %s, %s)",
+                                (stream, seen, WAIT))
+        with conn.cursor() as cur:
+            cur.execute("SELECT stream_seq.release(%s, %s, %s)",
+                        (stream, consumer, worker))
+
+
+if __name__ == "__main__":
+    if len(sys.argv) != 5:
+        sys.exit("usage: group_worker.py DSN STREAM CONSUMER WORKER")
+    run(*sys.argv[1:])

@@ -1,0 +1,117 @@
+# Copyright (c) stream_seq contributors
+#
+# 028_python_worker.pl: the example worker of doc/consumers.md
+# (doc/examples/group_worker.py, psycopg 3) runs as printed, through
+# pgbouncer in transaction mode, against writers that run at the same
+# time (savepoints, and more than 64 subtransactions in some
+# transactions).  Two workers share a group of 4 slots keyed by
+# customer_id; some rows are poison (the handler's table refuses them).
+# Once the writers stop and the workers have caught up:
+#
+#  - every committed row was applied exactly once, or, if poison, parked
+#    (after the worker's three attempts), never both;
+#  - the rows of each customer were applied in number order;
+#  - on SIGTERM each worker released its slots and exited 0.
+
+use strict;
+use warnings;
+
+use PostgreSQL::Test::Cluster;
+use PostgreSQL::Test::Utils;
+use Test::More;
+use Time::HiRes qw(usleep);
+use StreamSeqTest;
+
+my $worker_py = "$ENV{TESTDIR}/doc/examples/group_worker.py";
+ok(-f $worker_py, 'the example worker exists');
+
+my $node = new_node('python_worker', "max_connections = 50\n");
+$node->safe_psql('postgres', q{
+CREATE EXTENSION stream_seq;
+CREATE TABLE events (id bigserial PRIMARY KEY, customer_id int, payload jsonb);
+SELECT stream_seq.enable('events');
+SELECT stream_seq.create_group('events', 'shipping', 'customer_id', 4);
+-- the worker's table, as in the docs, with an order of application and a
+-- check that makes rows of customer -1 poison
+CREATE TABLE shipping_applied (seq bigint PRIMARY KEY, customer_id int
+                               CHECK (customer_id >= 0), payload jsonb,
+                               applied bigserial);
+});
+my $bouncer = start_pgbouncer($node, pool_size => 10);
+
+my $dsn = $bouncer->{connstr} . ' dbname=postgres';
+my @workers = map {
+	bg_run('python3', $worker_py, $dsn, 'events', 'shipping', "shipping-$_")
+} 1 .. 2;
+
+my $writer = $node->basedir . '/writer.sql';
+append_to_file($writer, q{
+\set c random(0, 20)
+BEGIN;
+INSERT INTO events (customer_id, payload) VALUES (:c, '{"kind": "order"}');
+SAVEPOINT s;
+INSERT INTO events (customer_id, payload) VALUES (:c, '{"kind": "rolled back"}');
+ROLLBACK TO SAVEPOINT s;
+INSERT INTO events (customer_id, payload) VALUES (:c, '{"kind": "shipped"}');
+COMMIT;
+});
+my $overflow = $node->basedir . '/overflow.sql';
+append_to_file($overflow, q{
+DO $$
+BEGIN
+    FOR i IN 1..70 LOOP
+        BEGIN
+            INSERT INTO events (customer_id, payload)
+            VALUES (i % 21, '{"kind": "many"}');
+        EXCEPTION WHEN others THEN RAISE;
+        END;
+    END LOOP;
+END $$;
+});
+my $poison = $node->basedir . '/poison.sql';
+append_to_file($poison, q{
+INSERT INTO events (customer_id, payload) VALUES (-1, '{"kind": "poison"}');
+});
+my $writers = bg_pgbench($node, undef, '-c', '3', '-t', '150',
+	'-f', "$writer\@20", '-f', "$overflow\@1", '-f', "$poison\@1");
+is(wait_done($writers), 0, 'writers ran') or diag ${ $writers->{err} };
+
+my $total = val($node, 'SELECT count(*) FROM events');
+my $poisoned = val($node, 'SELECT count(*) FROM events WHERE customer_id = -1');
+cmp_ok($poisoned, '>', 0, 'some rows are poison');
+
+# wait until every row is applied or parked
+my $deadline = time() + $PostgreSQL::Test::Utils::timeout_default;
+my $done;
+while (time() < $deadline)
+{
+	$done = val($node, q{SELECT (SELECT count(*) FROM shipping_applied)
+	                          + (SELECT count(*) FROM stream_seq.parked_rows)});
+	last if $done >= $total;
+	usleep(200_000);
+}
+is($done, $total, 'the workers caught up: every row applied or parked');
+
+foreach my $w (@workers)
+{
+	$w->{handle}->signal('TERM');
+	is(wait_done($w, 60), 0, 'a worker exits 0 on SIGTERM')
+	  or diag ${ $w->{err} };
+}
+
+is(val($node, q{SELECT count(*) FROM events e
+                 WHERE (SELECT count(*) FROM shipping_applied a WHERE a.seq = e.seq)
+                     + (SELECT count(*) FROM stream_seq.parked_rows p WHERE p.seq = e.seq) <> 1}),
+	'0', 'every row applied once or parked, never both, never twice');
+is(val($node, q{SELECT count(*) FROM stream_seq.parked_rows p
+                  JOIN events e ON e.seq = p.seq WHERE e.customer_id <> -1}),
+	'0', 'only poison rows were parked');
+is(val($node, q{SELECT count(*) FROM (
+                  SELECT seq < lag(seq) OVER (PARTITION BY customer_id ORDER BY applied) AS back
+                    FROM shipping_applied) o WHERE back}),
+	'0', 'the rows of each customer were applied in number order');
+is(val($node, q{SELECT count(*) FROM stream_seq.consumer_slots WHERE worker IS NOT NULL}),
+	'0', 'the workers released their slots');
+
+stop_pgbouncer($bouncer);
+done_testing();
