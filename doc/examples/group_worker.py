@@ -58,7 +58,11 @@ def apply_row(cur, seq, row):
 
 def work_slot(conn, stream, consumer, slot, token, failures):
     """Read one page of the slot, apply it and advance past it, in one
-    transaction.  Returns the number of rows handled."""
+    transaction.  Returns the number of rows handled.  A row that fails
+    rolls the page back; "failures" counts its attempts across pages until
+    the transaction that parks it or applies it commits (a park rolled back
+    with a later row's failure must not start the count again)."""
+    page = []
     with conn.transaction():
         with conn.cursor(row_factory=dict_row) as cur:
             cur.execute(
@@ -71,7 +75,6 @@ def work_slot(conn, stream, consumer, slot, token, failures):
                 try:
                     with conn.transaction():     # a savepoint per row
                         apply_row(cur, r["seq"], r["row"])
-                    failures.pop(r["seq"], None)
                 except psycopg.errors.QueryCanceled:
                     raise
                 except psycopg.Error as e:
@@ -82,11 +85,12 @@ def work_slot(conn, stream, consumer, slot, token, failures):
                         raise           # roll the page back, try it again
                     cur.execute("SELECT stream_seq.park(%s, %s, %s, %s)",
                                 (stream, consumer, r["seq"], str(e)[:200]))
-                    failures.pop(r["seq"], None)
             cur.execute(
                 "SELECT stream_seq.advance_slot(%s, %s, %s, %s, %s)",
                 (stream, consumer, slot, token, page[-1]["seq"]))
-            return len(page)
+    for r in page:                          # committed
+        failures.pop(r["seq"], None)
+    return len(page)
 
 
 def run(dsn, stream, consumer, worker):

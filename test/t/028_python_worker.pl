@@ -5,7 +5,8 @@
 # pgbouncer in transaction mode, against writers that run at the same
 # time (savepoints, and more than 64 subtransactions in some
 # transactions).  Two workers share a group of 4 slots keyed by
-# customer_id; some rows are poison (the handler's table refuses them).
+# customer_id; some rows are poison (the handler's table refuses them),
+# two at a time.
 # Once the writers stop and the workers have caught up:
 #
 #  - every committed row was applied exactly once, or, if poison, parked
@@ -69,8 +70,11 @@ BEGIN
 END $$;
 });
 my $poison = $node->basedir . '/poison.sql';
+# two poison rows in one transaction: adjacent numbers, one page, so a
+# park rolled back by the next row's failure must not lose its count
 append_to_file($poison, q{
-INSERT INTO events (customer_id, payload) VALUES (-1, '{"kind": "poison"}');
+INSERT INTO events (customer_id, payload)
+VALUES (-1, '{"kind": "poison"}'), (-1, '{"kind": "poison"}');
 });
 my $writers = bg_pgbench($node, undef, '-c', '3', '-t', '150',
 	'-f', "$writer\@20", '-f', "$overflow\@1", '-f', "$poison\@1");
