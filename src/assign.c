@@ -547,7 +547,11 @@ number_version(XactWriter *w, Relation rel, TupleTableSlot *row,
 	HeapTuple	htup;
 	TM_FailureData tmfd;
 	LockTupleMode lockmode;
+#if PG_VERSION_NUM >= 160000
+	TU_UpdateIndexes update_indexes;	/* TU_None is 0: never HOT here */
+#else
 	bool		update_indexes;
+#endif
 	TM_Result	result;
 
 	slot_getallattrs(row);

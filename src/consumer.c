@@ -194,10 +194,10 @@ find_seen_position(Oid relid, const char *consumer)
 {
 	ListCell   *lc;
 
-	if (seen_positions_lxid != MyProc->lxid)
+	if (seen_positions_lxid != STREAM_MY_LXID)
 	{
 		seen_positions = NIL;
-		seen_positions_lxid = MyProc->lxid;
+		seen_positions_lxid = STREAM_MY_LXID;
 	}
 	foreach(lc, seen_positions)
 	{

@@ -367,7 +367,7 @@ index_end_number(Relation heap, Relation index, AttrNumber attnum,
 	ScanKeyEntryInitialize(&key, SK_ISNULL | SK_SEARCHNOTNULL, 1,
 						   InvalidStrategy, InvalidOid, InvalidOid,
 						   InvalidOid, (Datum) 0);
-	scan = index_beginscan(heap, index, snapshot, 1, 0);
+	scan = stream_index_beginscan(heap, index, snapshot, 1);
 	index_rescan(scan, &key, 1, NULL, 0);
 	while (index_getnext_slot(scan, direction, slot))
 	{
@@ -1322,7 +1322,7 @@ count_after(Oid relid, AttrNumber attnum, int64 after, int64 limit,
 	ScanKeyInit(&key, 1, BTGreaterStrategyNumber, F_INT8GT,
 				Int64GetDatum(after));
 	slot = table_slot_create(heap, NULL);
-	scan = index_beginscan(heap, index, GetActiveSnapshot(), 1, 0);
+	scan = stream_index_beginscan(heap, index, GetActiveSnapshot(), 1);
 	index_rescan(scan, &key, 1, NULL, 0);
 	while (count < limit && index_getnext_slot(scan, direction, slot))
 	{

@@ -27,6 +27,31 @@
 #include "utils/snapshot.h"
 #include "utils/timestamp.h"
 
+/*
+ * Server API that changed after PostgreSQL 15, under the names this source
+ * uses (the 15 names): one tree builds against each major version.
+ */
+#if PG_VERSION_NUM >= 160000
+#include "catalog/pg_class.h"
+#include "utils/acl.h"
+#define pg_class_ownercheck(relid, roleid) \
+	object_ownercheck(RelationRelationId, (relid), (roleid))
+#define check_is_member_of_role(member, role) \
+	check_can_set_role((member), (role))
+#endif
+#if PG_VERSION_NUM >= 170000
+#define STREAM_MY_LXID (MyProc->vxid.lxid)
+#else
+#define STREAM_MY_LXID (MyProc->lxid)
+#endif
+#if PG_VERSION_NUM >= 180000
+#define stream_index_beginscan(heap, index, snapshot, nkeys) \
+	index_beginscan((heap), (index), (snapshot), NULL, (nkeys), 0)
+#else
+#define stream_index_beginscan(heap, index, snapshot, nkeys) \
+	index_beginscan((heap), (index), (snapshot), (nkeys), 0)
+#endif
+
 /* settings.c: the settings, defined by _PG_init (startup.c) */
 extern int	stream_seq_max_streams;
 extern int	stream_seq_max_tracked_xacts;
