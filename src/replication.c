@@ -30,7 +30,6 @@
 #include "catalog/pg_type.h"
 #include "commands/extension.h"
 #include "commands/trigger.h"
-#include "executor/spi.h"
 #include "fmgr.h"
 #include "miscadmin.h"
 #include "replication/logicalworker.h"
@@ -59,9 +58,11 @@ in_replication_worker(void)
 
 /*
  * stream_seq_replica_trigger
- *		BEFORE INSERT / BEFORE UPDATE OF the column, fired only in replica
- *		mode: a row that comes with a number moves the counter above it; a
- *		row inserted without one outside a replication worker is refused.
+ *		BEFORE INSERT / BEFORE UPDATE (any column: pglogical's apply says
+ *		not which it updates), fired only in replica mode: a row that comes
+ *		with a new number moves the counter above it; a row inserted
+ *		without one outside a replication worker is refused, and so is an
+ *		update that removes a number.
  */
 Datum
 stream_seq_replica_trigger(PG_FUNCTION_ARGS)
