@@ -105,6 +105,14 @@ DROP ROLE ops_reader;
 SET ROLE ops_stranger;
 DROP ROLE ops_reader;
 RESET ROLE;
+-- a role with CREATEROLE learns of them only where PostgreSQL would let it
+-- drop the role: on 15 any role but a superuser; from 16 on, only a role
+-- it holds with ADMIN OPTION (expected/operations_1.out)
+CREATE ROLE ops_admin CREATEROLE;
+SET ROLE ops_admin;
+DROP ROLE ops_reader;
+RESET ROLE;
+DROP ROLE ops_admin;
 -- the owner of the table gives one away; a stranger cannot
 SET ROLE ops_stranger;
 SELECT stream_seq.alter_consumer_owner('ops_events', 'audit', 'ops_stranger');

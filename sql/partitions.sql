@@ -494,6 +494,29 @@ SELECT stream_seq.first('pi');
 SELECT count(*) FROM stream_seq.read('pi', 'c');
 \echo :LAST_ERROR_SQLSTATE
 DROP TABLE pi;
+
+-- a BRIN index on the stream column is not one readers can page by:
+-- enable() adds a btree.  (From PostgreSQL 16 on, a column indexed by BRIN
+-- alone does not stop a HOT update: the commit-time version would be
+-- heap-only, and must then get no entry in the primary key's index.)
+-- Every row is in the primary key's index once: an index-only scan, once
+-- VACUUM has made the page all-visible, returns each row once.
+CREATE TABLE pb (id int, day int NOT NULL, seq bigint, PRIMARY KEY (id, day))
+    PARTITION BY RANGE (day);
+CREATE TABLE pb_1 PARTITION OF pb FOR VALUES FROM (1) TO (2);
+CREATE INDEX pb_brin ON pb USING brin (seq);
+SELECT stream_seq.enable('pb');
+SELECT indexdef FROM pg_indexes WHERE tablename = 'pb_1' ORDER BY indexname;
+INSERT INTO pb SELECT g, 1 FROM generate_series(1, 20) g;
+VACUUM pb_1;
+SET enable_seqscan = off;
+SET enable_bitmapscan = off;
+EXPLAIN (COSTS OFF) SELECT id FROM pb WHERE id BETWEEN 1 AND 20 AND day = 1;
+SELECT count(*), count(DISTINCT id) FROM pb WHERE id BETWEEN 1 AND 20 AND day = 1;
+SELECT count(seq) FROM pb;
+RESET enable_seqscan;
+RESET enable_bitmapscan;
+DROP TABLE pb;
 SELECT count(*) FROM stream_seq.stream;
 SELECT count(*) FROM stream_seq.partition_range;
 RESET ROLE;

@@ -440,10 +440,13 @@ close_writer(XactWriter *w)
  *		still holds it.  So no uniqueness check is made for those, and they
  *		are told that the key did not change, so that btree deletes the old
  *		versions' entries bottom-up instead of splitting pages.  This is
- *		ExecInsertIndexTuples with the check chosen per index.
+ *		ExecInsertIndexTuples with the check chosen per index; like it,
+ *		after a HOT update ("only_summarizing", PostgreSQL 16 and later)
+ *		only the summarizing indexes get an entry.
  */
 static void
-insert_index_entries(XactWriter *w, Relation rel, TupleTableSlot *slot)
+insert_index_entries(XactWriter *w, Relation rel, TupleTableSlot *slot,
+					 bool only_summarizing)
 {
 	ResultRelInfo *rri = w->rri;
 	ExprContext *econtext = GetPerTupleExprContext(w->estate);
@@ -462,6 +465,12 @@ insert_index_entries(XactWriter *w, Relation rel, TupleTableSlot *slot)
 
 		if (index == NULL || !info->ii_ReadyForInserts)
 			continue;
+#if PG_VERSION_NUM >= 160000
+		if (only_summarizing && !info->ii_Summarizing)
+			continue;
+#else
+		Assert(!only_summarizing);
+#endif
 		if (info->ii_Predicate != NIL)
 		{
 			if (w->predicates[i] == NULL)
@@ -548,7 +557,7 @@ number_version(XactWriter *w, Relation rel, TupleTableSlot *row,
 	TM_FailureData tmfd;
 	LockTupleMode lockmode;
 #if PG_VERSION_NUM >= 160000
-	TU_UpdateIndexes update_indexes;	/* TU_None is 0: never HOT here */
+	TU_UpdateIndexes update_indexes;
 #else
 	bool		update_indexes;
 #endif
@@ -583,8 +592,23 @@ number_version(XactWriter *w, Relation rel, TupleTableSlot *row,
 	if (result != TM_Ok)
 		elog(ERROR, "could not write the number of a row of stream table \"%s\": %d",
 			 RelationGetRelationName(rel), (int) result);
+
+	/*
+	 * Usually the new version is not heap-only: the stream column is in a
+	 * btree, so every index gets an entry.  From PostgreSQL 16 on, a column
+	 * indexed only by summarizing indexes (BRIN) does not stop a HOT update;
+	 * then only those indexes take an entry, as in ExecInsertIndexTuples:
+	 * an entry for a heap-only tuple in any other index would break its
+	 * HOT chain.
+	 */
+#if PG_VERSION_NUM >= 160000
+	if (update_indexes != TU_None)
+		insert_index_entries(w, rel, w->newslot,
+							 update_indexes == TU_Summarizing);
+#else
 	if (update_indexes)
-		insert_index_entries(w, rel, w->newslot);
+		insert_index_entries(w, rel, w->newslot, false);
+#endif
 	ResetPerTupleExprContext(w->estate);
 	ExecClearTuple(w->newslot);
 }

@@ -88,6 +88,27 @@ role_oids(List *rolespecs)
 }
 
 /*
+ * may_drop_role
+ *		Whether the current user may drop role "roleid", by PostgreSQL's
+ *		rules: a superuser may; otherwise CREATEROLE is needed, the role
+ *		must not be a superuser, and from PostgreSQL 16 on the user must
+ *		hold the role with ADMIN OPTION.
+ */
+static bool
+may_drop_role(Oid roleid)
+{
+	if (superuser())
+		return true;
+	if (!has_createrole_privilege(GetUserId()) || superuser_arg(roleid))
+		return false;
+#if PG_VERSION_NUM >= 160000
+	return is_admin_of_role(GetUserId(), roleid);
+#else
+	return true;
+#endif
+}
+
+/*
  * refuse_drop_role
  *		DROP ROLE of a role that owns consumers in this database: refused,
  *		with the consumers named, as PostgreSQL refuses it for a role that
@@ -98,15 +119,16 @@ refuse_drop_role(List *rolespecs)
 {
 	ListCell   *lc;
 
-	/* a caller who may not drop roles learns nothing from us */
-	if (!has_createrole_privilege(GetUserId()))
-		return;
 	foreach(lc, role_oids(rolespecs))
 	{
 		Oid			roleid = lfirst_oid(lc);
 		Oid			argtypes[1] = {OIDOID};
 		Datum		values[1];
 		char	   *owned;
+
+		/* a caller who may not drop the role learns nothing from us */
+		if (!may_drop_role(roleid))
+			continue;
 
 		/*
 		 * The lock DROP ROLE takes anyway, taken first: a consumer created

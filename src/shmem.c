@@ -90,6 +90,7 @@
 #include "access/xact.h"
 #include "access/xlog.h"
 #include "access/xloginsert.h"
+#include "access/xlogrecovery.h"
 #include "access/xlogutils.h"
 #include "miscadmin.h"
 #include "storage/ipc.h"
@@ -981,6 +982,22 @@ oldest_snapshot_xmin(void)
 	return full_xid(next, result);
 }
 
+
+/*
+ * flushed_lsn
+ *		How far this server's WAL is flushed, to compare commit records with.
+ *		During recovery, where GetFlushRecPtr may not be called, how far it
+ *		is replayed: replayed WAL is flushed, and a slot then holds nothing
+ *		committed here.
+ */
+static XLogRecPtr
+flushed_lsn(void)
+{
+	if (RecoveryInProgress())
+		return GetXLogReplayRecPtr(NULL);
+	return GetFlushRecPtr(NULL);
+}
+
 /*
  * maybe_prune
  *		Prune before an append when the list has grown, or when its oldest
@@ -1006,7 +1023,7 @@ maybe_prune(StreamRef *ref, FullTransactionId next)
 		return;
 
 	oldest_xmin = oldest_snapshot_xmin();
-	flushed = GetFlushRecPtr(NULL);
+	flushed = flushed_lsn();
 	slot = lock_slot_or_error(ref, LW_EXCLUSIVE);
 	prune_slot(slot, oldest_xmin, flushed);
 	LWLockRelease(slot->lock);
@@ -1029,7 +1046,7 @@ stream_reserve(StreamRef *ref, int64 count, bool have_entry, int64 *lo,
 {
 	FullTransactionId xid = GetTopFullTransactionId();
 	FullTransactionId next_xid = ReadNextFullTransactionId();
-	XLogRecPtr	flushed = GetFlushRecPtr(NULL);
+	XLogRecPtr	flushed = flushed_lsn();
 	TimestampTz now = GetCurrentTimestamp();
 	StreamSlot *slot;
 	StreamEntry *e;
@@ -1079,7 +1096,7 @@ void
 stream_add_entry(StreamRef *ref, int64 lo)
 {
 	FullTransactionId xid = GetTopFullTransactionId();
-	XLogRecPtr	flushed = GetFlushRecPtr(NULL);
+	XLogRecPtr	flushed = flushed_lsn();
 	TimestampTz now = GetCurrentTimestamp();
 	StreamSlot *slot = lock_slot_or_error(ref, LW_EXCLUSIVE);
 	bool		ok = append_entry(slot, xid, lo, flushed, now, ENTRY_ASSIGNED);
@@ -1344,7 +1361,7 @@ horizon_locked(StreamSlot *slot, Snapshot snapshot, FullTransactionId next,
 			continue;
 		}
 		if (flushed == InvalidXLogRecPtr)
-			flushed = GetFlushRecPtr(NULL);
+			flushed = flushed_lsn();
 		if (e->commit_end > flushed)
 			durable_horizon = e->lo;
 	}
@@ -1383,7 +1400,7 @@ apply_floor(HorizonParts *parts, Snapshot snapshot, FullTransactionId next)
 		parts->horizon = Min(parts->horizon, parts->floor_lo);
 		parts->durable_horizon = parts->floor_lo;
 	}
-	else if (parts->floor_lsn > GetFlushRecPtr(NULL))
+	else if (parts->floor_lsn > flushed_lsn())
 		parts->durable_horizon = parts->floor_lo;
 }
 
@@ -1487,7 +1504,7 @@ stream_slot_status(StreamRef *ref, Snapshot snapshot, StreamStatus *status)
 int
 stream_slot_holders(StreamHolder **holders)
 {
-	XLogRecPtr	flushed = GetFlushRecPtr(NULL);
+	XLogRecPtr	flushed = flushed_lsn();
 	int			allocated = 16;
 	int			n = 0;
 	int			slotno;
