@@ -24,7 +24,7 @@ REGRESS_OPTS   += --temp-instance=./tmp_check --temp-config=test/$(EXTENSION).co
 ISOLATION_OPTS += --temp-instance=./tmp_check_iso --temp-config=test/$(EXTENSION).conf
 endif
 
-EXTRA_CLEAN = tmp_check tmp_check_iso results log regression.diffs regression.out
+EXTRA_CLEAN = .built-for tmp_check tmp_check_iso results log regression.diffs regression.out
 
 # pg_config from the command line or the environment wins; otherwise the
 # one of PostgreSQL 15 on Debian, otherwise the first one on PATH.
@@ -34,9 +34,9 @@ ifneq ($(PGXS),)
 include $(PGXS)
 # after the include, which resets it: the TAP tests' shared helpers
 PROVE_FLAGS += -I ./test/perl
-else ifneq ($(filter-out test demo bench check-valgrind check-model,$(or $(MAKECMDGOALS),all)),)
-# "make test", "make demo", "make bench", "make check-valgrind" and
-# "make check-model" install the build dependencies themselves, so they
+else ifneq ($(filter-out test test-18 demo bench check-valgrind check-model,$(or $(MAKECMDGOALS),all)),)
+# "make test", "make test-18", "make demo", "make bench",
+# "make check-valgrind" and "make check-model" install the build dependencies themselves, so they
 # work before pg_config exists.
 $(error $(PG_CONFIG) not found: install postgresql-server-dev-15, or pass PG_CONFIG=/path/to/pg_config (make test installs what it needs))
 endif
@@ -45,10 +45,25 @@ endif
 # dependencies unless the server was configured with --enable-depend).
 $(OBJS): src/stream_seq.h
 
+# Objects are built for one server: .built-for names it, and is rewritten
+# (so everything is rebuilt) only when PG_CONFIG names another one.
+ifneq ($(PGXS),)
+BUILT_FOR := $(VERSION) $(PG_CONFIG)
+ifneq ($(BUILT_FOR),$(shell cat .built-for 2>/dev/null))
+$(shell echo '$(BUILT_FOR)' >.built-for)
+endif
+endif
+$(OBJS): .built-for
+
 # Everything a user or CI runs: see README.md.
-.PHONY: test demo bench check-valgrind check-model
+.PHONY: test test-18 demo bench check-valgrind check-model
 test:
 	@test/run-tests.sh
+
+# The same suites against PostgreSQL 18, built from Debian's source package
+# into a cache outside the clone the first time (test/build-pg.sh).
+test-18:
+	@test/run-tests.sh 18
 
 # The standby horizon protocol, model-checked with spin (also in "make test").
 check-model:

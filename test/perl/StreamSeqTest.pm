@@ -4,6 +4,7 @@
 # StreamSeqTest.pm: the helpers the TAP tests in test/t share, so that each
 # test file holds only its scenario:
 #
+#  - the top directory of the source tree;
 #  - a node that preloads stream_seq, and a streaming standby of one;
 #  - queries on a node: a result, one row, one value, or the error a
 #    statement ends with (SQLSTATE, message, hint) instead of the end of
@@ -18,7 +19,10 @@
 #    error's SQLSTATE, for workers that decide what to send next;
 #  - a pgbouncer of the test's own in front of a node;
 #  - Perl code run in a child process of its own process group, which the
-#    test can kill with SIGKILL (client and all) and wait for.
+#    test can kill with SIGKILL (client and all) and wait for;
+#  - the database of the operations tests (streams, consumers, a group,
+#    sealed partitions, made by an ordinary role) and its state as text,
+#    to compare after a dump, a restore or an upgrade.
 #
 # The Makefile puts this directory on prove's include path (PROVE_FLAGS).
 
@@ -34,6 +38,7 @@ use Test::More;
 use IPC::Run;
 use Time::HiRes qw(usleep time);
 use POSIX ();
+use Cwd ();
 
 our @EXPORT = qw(
   new_node new_standby slow_wal_conf
@@ -43,7 +48,19 @@ our @EXPORT = qw(
   bg_run bg_psql bg_pgbench wait_done
   session start_pgbouncer stop_pgbouncer
   bg_fork kill_group wait_pid
+  build_ops_scenario ops_state ops_state_parts
+  source_root
 );
+
+# The top directory of the source tree (where README.md is), found from
+# this file's place in it: PostgreSQL 15's PGXS tells the tests in TESTDIR,
+# 18's does not.
+sub source_root
+{
+	my $dir = __FILE__;
+	$dir =~ s{/[^/]*$}{};
+	return Cwd::abs_path("$dir/../..");
+}
 
 # A new node named "name", initialized (with the options "init", such as
 # allows_streaming => 1), preloading stream_seq, with "conf" appended to
@@ -422,6 +439,96 @@ sub wait_pid
 		return undef if time() >= $deadline;
 		usleep(20_000);
 	}
+}
+
+# The state a DBA's tools must carry (test/t/025_operations.pl,
+# 029_major_upgrade.pl): built in database postgres of "node" by an
+# ordinary role "app" that owns a plain stream "events" and a partitioned
+# stream "pevents" (partitions by day, sealed), consumers ("billing" at 20,
+# "archive"; "reporting" of role "reader"), and a group "workers" of 2
+# slots, keyed by id, with a slot leased by worker w1 and a parked row.
+sub build_ops_scenario
+{
+	my ($node) = @_;
+	$node->safe_psql('postgres', q{
+CREATE ROLE app LOGIN;
+CREATE ROLE reader LOGIN;
+CREATE EXTENSION stream_seq;
+GRANT USAGE ON SCHEMA stream_seq TO app, reader;
+GRANT CREATE ON SCHEMA public TO app;
+SET ROLE app;
+CREATE TABLE events (id bigserial PRIMARY KEY, payload text);
+SELECT stream_seq.enable('events');
+CREATE TABLE pevents (id bigserial, day int NOT NULL, payload text,
+                      PRIMARY KEY (id, day)) PARTITION BY RANGE (day);
+CREATE TABLE pevents_1 PARTITION OF pevents FOR VALUES FROM (1) TO (2);
+CREATE TABLE pevents_2 PARTITION OF pevents FOR VALUES FROM (2) TO (3);
+CREATE TABLE pevents_3 PARTITION OF pevents FOR VALUES FROM (3) TO (4);
+SELECT stream_seq.enable('pevents');
+INSERT INTO events (payload) SELECT 'e' || g FROM generate_series(1, 50) g;
+INSERT INTO pevents (day, payload) SELECT 1, 'd1' FROM generate_series(1, 10);
+INSERT INTO pevents (day, payload) SELECT 2, 'd2' FROM generate_series(1, 10);
+INSERT INTO pevents (day, payload) SELECT 3, 'd3' FROM generate_series(1, 5);
+SELECT stream_seq.create_consumer('events', 'billing');
+SELECT stream_seq.advance('events', 'billing', 20);
+SELECT stream_seq.create_consumer('pevents', 'archive');
+SELECT stream_seq.create_group('events', 'workers', 'id', 2);
+GRANT SELECT ON events TO reader;
+});
+	is(val($node, 'SELECT stream_seq.seal_partitions(\'pevents\') > 0'), 't',
+		'partitions of pevents sealed');
+	# the group: one worker holds a lease, reads its page, parks a row, and
+	# finishes the rest
+	$node->safe_psql('postgres', q{
+SET ROLE app;
+DO $$
+DECLARE
+    c record;
+    r record;
+    parked boolean := false;
+BEGIN
+    SELECT * INTO c FROM stream_seq.claim('events', 'workers', 'w1', '1 hour') LIMIT 1;
+    FOR r IN SELECT * FROM stream_seq.read_slot('events', 'workers', c.slot, c.token, 10) LOOP
+        IF NOT parked THEN
+            PERFORM stream_seq.park('events', 'workers', r.seq, 'bad row');
+            parked := true;
+        END IF;
+    END LOOP;
+END $$;
+});
+	$node->safe_psql('postgres', q{
+SET ROLE reader;
+SELECT stream_seq.create_consumer('events', 'reporting');
+});
+	is(val($node, 'SELECT count(*) FROM stream_seq.parked'), '1', 'a row is parked');
+	return;
+}
+
+# Everything of build_ops_scenario()'s state, as one text per part.
+my %ops_state_sql = (
+	events => q{SELECT string_agg(id || ':' || seq, ',' ORDER BY id) FROM events},
+	pevents => q{SELECT string_agg(day || '/' || id || ':' || seq, ',' ORDER BY day, id) FROM pevents},
+	streams => q{SELECT string_agg(stream || ':' || seq_column, ',' ORDER BY stream::text) FROM stream_seq.streams},
+	consumers => q{SELECT string_agg(format('%s/%s@%s by %s slots %s', stream, consumer, position, owner::regrole, slots), ',' ORDER BY stream::text, consumer) FROM stream_seq.consumer},
+	slots => q{SELECT string_agg(t::text, ';' ORDER BY t::text) FROM stream_seq.consumer_slot t},
+	parked => q{SELECT string_agg(format('%s/%s:%s %s', stream, consumer, seq, reason), ',' ORDER BY seq) FROM stream_seq.parked},
+	ranges => q{SELECT string_agg(t::text, ';' ORDER BY t::text) FROM stream_seq.partition_range t},
+	triggers => q{SELECT string_agg(format('%s.%s=%s', tgrelid::regclass, tgname, tgenabled), ',' ORDER BY tgrelid::regclass::text, tgname) FROM pg_trigger WHERE tgname LIKE 'stream\_seq\_%'},
+);
+
+# The names of the parts ops_state() returns.
+sub ops_state_parts
+{
+	return sort keys %ops_state_sql;
+}
+
+# The state of database "db" of "node", as a hash of ops_state_parts().
+sub ops_state
+{
+	my ($node, $db) = @_;
+	my %s;
+	$s{$_} = $node->safe_psql($db, $ops_state_sql{$_}) foreach keys %ops_state_sql;
+	return \%s;
 }
 
 END

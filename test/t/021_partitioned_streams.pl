@@ -80,7 +80,7 @@ if ($node->safe_psql('postgres',
 	ne '1')
 {
 	plan skip_all =>
-	  'pg_partman is not installed; run: sudo apt-get install -y postgresql-15-partman';
+	  'pg_partman is not installed; run: sudo apt-get install -y postgresql-15-partman (make test-18 builds it for 18)';
 }
 
 my $t_start = time();
@@ -119,9 +119,13 @@ GRANT SELECT ON events, clock TO reader;
 
 # partitions from day 0 (create_parent makes them up to today + premake),
 # then all but days 0-3 dropped: run_maintenance makes the others as the
-# data moves on
+# data moves on.  pg_partman 5.x (built for PostgreSQL 18) names the
+# interval where 4.x (Debian's package for 15) named the type and interval.
+my $partman_major = $node->safe_psql('postgres',
+	"SELECT split_part(extversion, '.', 1) FROM pg_extension WHERE extname = 'pg_partman'");
+my $by_day = $partman_major >= 5 ? q{'1 day'} : q{'native', 'daily'};
 $node->safe_psql('postgres', qq{
-SELECT partman.create_parent('public.events', 'ts', 'native', 'daily',
+SELECT partman.create_parent('public.events', 'ts', $by_day,
                              p_premake := 3, p_start_partition := '$day0');
 UPDATE partman.part_config SET inherit_privileges = true
  WHERE parent_table = 'public.events';

@@ -44,80 +44,9 @@ wal_retrieve_retry_interval = 100ms
 };
 my $node = new_node('ops', $conf, allows_streaming => 'logical');
 
-$node->safe_psql('postgres', q{
-CREATE ROLE app LOGIN;
-CREATE ROLE reader LOGIN;
-CREATE EXTENSION stream_seq;
-GRANT USAGE ON SCHEMA stream_seq TO app, reader;
-GRANT CREATE ON SCHEMA public TO app;
-SET ROLE app;
-CREATE TABLE events (id bigserial PRIMARY KEY, payload text);
-SELECT stream_seq.enable('events');
-CREATE TABLE pevents (id bigserial, day int NOT NULL, payload text,
-                      PRIMARY KEY (id, day)) PARTITION BY RANGE (day);
-CREATE TABLE pevents_1 PARTITION OF pevents FOR VALUES FROM (1) TO (2);
-CREATE TABLE pevents_2 PARTITION OF pevents FOR VALUES FROM (2) TO (3);
-CREATE TABLE pevents_3 PARTITION OF pevents FOR VALUES FROM (3) TO (4);
-SELECT stream_seq.enable('pevents');
-INSERT INTO events (payload) SELECT 'e' || g FROM generate_series(1, 50) g;
-INSERT INTO pevents (day, payload) SELECT 1, 'd1' FROM generate_series(1, 10);
-INSERT INTO pevents (day, payload) SELECT 2, 'd2' FROM generate_series(1, 10);
-INSERT INTO pevents (day, payload) SELECT 3, 'd3' FROM generate_series(1, 5);
-SELECT stream_seq.create_consumer('events', 'billing');
-SELECT stream_seq.advance('events', 'billing', 20);
-SELECT stream_seq.create_consumer('pevents', 'archive');
-SELECT stream_seq.create_group('events', 'workers', 'id', 2);
-GRANT SELECT ON events TO reader;
-});
-is(val($node, 'SELECT stream_seq.seal_partitions(\'pevents\') > 0'), 't',
-	'partitions of pevents sealed');
-# the group: one worker holds a lease, reads its page, parks a row, and
-# finishes the rest
-$node->safe_psql('postgres', q{
-SET ROLE app;
-DO $$
-DECLARE
-    c record;
-    r record;
-    parked boolean := false;
-BEGIN
-    SELECT * INTO c FROM stream_seq.claim('events', 'workers', 'w1', '1 hour') LIMIT 1;
-    FOR r IN SELECT * FROM stream_seq.read_slot('events', 'workers', c.slot, c.token, 10) LOOP
-        IF NOT parked THEN
-            PERFORM stream_seq.park('events', 'workers', r.seq, 'bad row');
-            parked := true;
-        END IF;
-    END LOOP;
-END $$;
-});
-$node->safe_psql('postgres', q{
-SET ROLE reader;
-SELECT stream_seq.create_consumer('events', 'reporting');
-});
-is(val($node, 'SELECT count(*) FROM stream_seq.parked'), '1', 'a row is parked');
+build_ops_scenario($node);
 
-# Everything a restore must carry, as one text per part.
-my %state_sql = (
-	events => q{SELECT string_agg(id || ':' || seq, ',' ORDER BY id) FROM events},
-	pevents => q{SELECT string_agg(day || '/' || id || ':' || seq, ',' ORDER BY day, id) FROM pevents},
-	streams => q{SELECT string_agg(stream || ':' || seq_column, ',' ORDER BY stream::text) FROM stream_seq.streams},
-	consumers => q{SELECT string_agg(format('%s/%s@%s by %s slots %s', stream, consumer, position, owner::regrole, slots), ',' ORDER BY stream::text, consumer) FROM stream_seq.consumer},
-	slots => q{SELECT string_agg(t::text, ';' ORDER BY t::text) FROM stream_seq.consumer_slot t},
-	parked => q{SELECT string_agg(format('%s/%s:%s %s', stream, consumer, seq, reason), ',' ORDER BY seq) FROM stream_seq.parked},
-	ranges => q{SELECT string_agg(t::text, ';' ORDER BY t::text) FROM stream_seq.partition_range t},
-	triggers => q{SELECT string_agg(format('%s.%s=%s', tgrelid::regclass, tgname, tgenabled), ',' ORDER BY tgrelid::regclass::text, tgname) FROM pg_trigger WHERE tgname LIKE 'stream\_seq\_%'},
-);
-
-sub state_of
-{
-	my ($db, $of) = @_;
-	$of //= $node;
-	my %s;
-	$s{$_} = $of->safe_psql($db, $state_sql{$_}) foreach keys %state_sql;
-	return \%s;
-}
-
-my $source = state_of('postgres');
+my $source = ops_state($node, 'postgres');
 ok($source->{slots} =~ /w1/, 'source: a slot of the group is leased by w1')
   or diag $source->{slots};
 ok($source->{ranges} ne '', 'source: pevents has sealed ranges')
@@ -137,9 +66,9 @@ foreach my $how ([ 'serial', [] ], [ 'parallel', [ '-j', '4' ] ])
 	$node->command_ok(
 		[ 'pg_restore', '--exit-on-error', @$opts, '-d', $db, $dump ],
 		"pg_restore ($name)");
-	my $restored = state_of($db);
+	my $restored = ops_state($node, $db);
 	is($restored->{$_}, $source->{$_}, "$name restore: $_ as in the source")
-	  foreach sort keys %state_sql;
+	  foreach ops_state_parts();
 	$node->safe_psql($db, q{
 SET ROLE app;
 INSERT INTO events (payload) VALUES ('after restore');
@@ -305,7 +234,7 @@ is(try_sql($node, q{SET ROLE app; SELECT stream_seq.trim('events', 30)}), 'ok',
 
 # 6. pg_upgrade --link of the whole cluster: everything above is kept, and
 # numbering continues above every number handed out before
-my $before = state_of('postgres');
+my $before = ops_state($node, 'postgres');
 my ($last_events, $last_pevents) = row($node,
 	'SELECT (SELECT max(seq) FROM events), (SELECT max(seq) FROM pevents)');
 my $bindir = $node->config_data('--bindir');
@@ -322,9 +251,9 @@ my $upgrade_ok = IPC::Run::run(
 	'>', \$upgrade_out, '2>', \$upgrade_err, init => sub { chdir $workdir });
 ok($upgrade_ok, 'pg_upgrade --link') or diag "$upgrade_out\n$upgrade_err";
 $upgraded->start;
-my $after = state_of('postgres', $upgraded);
+my $after = ops_state($upgraded, 'postgres');
 is($after->{$_}, $before->{$_}, "after pg_upgrade: $_ as before")
-  foreach sort keys %state_sql;
+  foreach ops_state_parts();
 $upgraded->safe_psql('postgres', q{
 SET ROLE app;
 INSERT INTO events (payload) VALUES ('after upgrade');

@@ -23,7 +23,7 @@ use StreamSeqTest;
 my $node = new_node('reference');
 $node->safe_psql('postgres', 'CREATE EXTENSION stream_seq');
 
-my $reference = slurp_file("$ENV{TESTDIR}/doc/reference.md");
+my $reference = slurp_file(source_root() . "/doc/reference.md");
 my ($functions) = $reference =~ /^## Functions\n(.*?)^## /ms;
 my ($objects) = $reference =~ /^## Views and tables\n(.*?)^## /ms;
 my ($settings) = $reference =~ /^## Settings\n(.*?)(?:^## |\z)/ms;

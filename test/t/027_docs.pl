@@ -22,7 +22,7 @@ use PostgreSQL::Test::Utils;
 use Test::More;
 use StreamSeqTest;
 
-my $root = $ENV{TESTDIR};
+my $root = source_root();
 my @files = ('README.md',
 	map { "doc/$_.md" } qw(usage consumers partitioned-streams replicas
 	  operations monitoring reference how-it-works performance comparison

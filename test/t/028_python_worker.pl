@@ -23,7 +23,7 @@ use Test::More;
 use Time::HiRes qw(usleep);
 use StreamSeqTest;
 
-my $worker_py = "$ENV{TESTDIR}/doc/examples/group_worker.py";
+my $worker_py = source_root() . "/doc/examples/group_worker.py";
 ok(-f $worker_py, 'the example worker exists');
 
 my $node = new_node('python_worker', "max_connections = 50\n");
