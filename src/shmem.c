@@ -1570,7 +1570,8 @@ static FullTransactionId replay_removable_before(void);
  *		first complete running-xacts record, GetOldestNonRemovableTransactionId
  *		can be above an xid the primary still runs), and in crash recovery
  *		or a standby without hot_standby, where no snapshot exists until
- *		recovery ends and the transactions it did not see end had vanished.
+ *		recovery ends and the transactions it did not see end had vanished
+ *		(there only aborted entries go: replay_removable_before).
  */
 static bool
 replay_may_prune(void)
@@ -1702,9 +1703,21 @@ replay_slot(Oid dboid, Oid relid)
 static FullTransactionId
 replay_removable_before(void)
 {
-	FullTransactionId next = ReadNextFullTransactionId();
-	TransactionId oldest = GetOldestNonRemovableTransactionId(NULL);
+	FullTransactionId next;
+	TransactionId oldest;
 
+	/*
+	 * In crash recovery, or on a standby without hot_standby, the process
+	 * array has no horizon to give until redo ends (latestCompletedXid is
+	 * set then; GetOldestNonRemovableTransactionId asserts that it is):
+	 * nothing is dropped by xid meanwhile, as with the horizon the process
+	 * array computed without the assertion, and a full list makes room by
+	 * eviction (add_replayed).
+	 */
+	if (standbyState == STANDBY_DISABLED)
+		return FirstNormalFullTransactionId;
+	next = ReadNextFullTransactionId();
+	oldest = GetOldestNonRemovableTransactionId(NULL);
 	if (!TransactionIdIsNormal(oldest))
 		return FirstNormalFullTransactionId;
 	return full_xid(next, oldest);
