@@ -74,15 +74,21 @@
 #     of one partition by drop_partitions() against trim() of the same rows
 #     (time, WAL, dead tuples, size); sizes and run lengths from its
 #     PARTITION_BENCH_* variables
+#  12 PostgreSQL 15 and 18 (bench/versions_bench.sh, its own clusters):
+#     figure 1's same-index shape (bigserial against stream_seq, 1- and
+#     10-row transactions, synchronous_commit on and off, 8 clients) on
+#     15, on 18 and on 18 without data checksums, in one run, with WAL per
+#     transaction; BENCH_VERSIONS_ROUNDS rounds of BENCH_SECONDS.  Builds
+#     18 by test/build-pg.sh first if it is not cached (about 6 minutes)
 # Prints the tables, writes them to bench/results.md, draws
 # bench/throughput.png (gnuplot) and keeps the raw numbers in bench/out/.
 #
 # As root it installs the Debian packages it needs (postgresql-15,
 # postgresql-server-dev-15, make, gcc, python3-psycopg2, gnuplot-nox,
 # postgresql-15-pgq3); otherwise it prints the apt-get command.
-# Environment (defaults in parentheses; the defaults take about 46 minutes,
+# Environment (defaults in parentheses; the defaults take about 58 minutes,
 # figure 1 nineteen, figure 8 ten, figure 9 two, figure 10 six,
-# figure 11 eight):
+# figure 11 eight, figure 12 twelve):
 #   BENCH_SECONDS (5)          length of a figure 1 run; figure 4's runs
 #                              last twice as long
 #   BENCH_REPS (3)             rounds of figure 1, runs of figure 4
@@ -90,7 +96,7 @@
 #                              1-client rows (about 7 more minutes)
 #   BENCH_CONTENDERS ("serial xid8 lock pgq stream serial_pk stream_pk")
 #                              contenders of figures 1-3 and 7
-#   BENCH_FIGURES ("1 2 3 4 6 7 8 9 10 11"; 5 comes with 2 and 3)
+#   BENCH_FIGURES ("1 2 3 4 6 7 8 9 10 11 12"; 5 comes with 2 and 3)
 #   BENCH_LAG_SECONDS (8)      figure 2 run length
 #   BENCH_STALL_SECONDS (10)   figure 3: how long the transaction stays open
 #   BENCH_COST_ROWS (50000)    figure 7: rows written per measurement
@@ -111,6 +117,7 @@
 #   BENCH_REPLICA_BASE (b43a230) figure 10: the revision before the standby
 #                              records (needs the git history)
 #   BENCH_REPLICA_ROUNDS (5)   figure 10: rounds of the throughput comparison
+#   BENCH_VERSIONS_ROUNDS (5)  figure 12: rounds on 15 and 18
 #   BENCH_PORT (55402)
 #   PGBIN (/usr/lib/postgresql/15/bin)
 #                              the PostgreSQL installation used (bench/lib.sh)
@@ -123,7 +130,8 @@ SECS=${BENCH_SECONDS:-5}
 REPS=${BENCH_REPS:-3}
 CLIENTS=${BENCH_CLIENTS:-"8 32"}
 CONTENDERS=${BENCH_CONTENDERS:-"serial xid8 lock pgq stream serial_pk stream_pk"}
-FIGURES=${BENCH_FIGURES:-"1 2 3 4 6 7 8 9 10 11"}
+FIGURES=${BENCH_FIGURES:-"1 2 3 4 6 7 8 9 10 11 12"}
+VERSIONS_ROUNDS=${BENCH_VERSIONS_ROUNDS:-5}
 REPLICA_SECS=${BENCH_REPLICA_SECONDS:-15}
 REPLICA_BASE=${BENCH_REPLICA_BASE:-b43a230}
 REPLICA_ROUNDS=${BENCH_REPLICA_ROUNDS:-5}
@@ -619,7 +627,29 @@ if has_figure 11; then
 	log "figure 11: partitioned streams done"
 fi
 
+#
+# Figure 12: PostgreSQL 15 and 18, by bench/versions_bench.sh with clusters
+# of its own
+#
+VERSIONS_MD=$OUT/versions.md
+: >"$VERSIONS_MD"
+if has_figure 12; then
+	{
+		echo
+		echo "## Figure 12: PostgreSQL 15 and 18"
+		echo
+		echo "bench/versions_bench.sh $SECS $VERSIONS_ROUNDS:"
+		echo
+		echo '```'
+		"$BENCH_DIR/versions_bench.sh" "$SECS" "$VERSIONS_ROUNDS" \
+			>"$OUT/versions_bench.log" 2>&1 || echo "(versions_bench.sh failed: see bench/out/versions_bench.log)"
+		sed -n '/^Writer transactions/,$p' "$OUT/versions_bench.log"
+		echo '```'
+	} >"$VERSIONS_MD"
+	log "figure 12: PostgreSQL 15 and 18 done"
+fi
+
 "$PY" "$BENCH_DIR/report.py" "$OUT" "$BENCH_DIR/results.md" "$BENCH_DIR/throughput.png"
-cat "$REPLICA_MD" "$PARTITION_MD" >>"$BENCH_DIR/results.md"
-cat "$REPLICA_MD" "$PARTITION_MD"
+cat "$REPLICA_MD" "$PARTITION_MD" "$VERSIONS_MD" >>"$BENCH_DIR/results.md"
+cat "$REPLICA_MD" "$PARTITION_MD" "$VERSIONS_MD"
 log "done"
