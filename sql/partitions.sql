@@ -495,12 +495,12 @@ SELECT count(*) FROM stream_seq.read('pi', 'c');
 \echo :LAST_ERROR_SQLSTATE
 DROP TABLE pi;
 
--- a BRIN index on the stream column is not one readers can page by:
--- enable() adds a btree.  (From PostgreSQL 16 on, a column indexed by BRIN
--- alone does not stop a HOT update: the commit-time version would be
--- heap-only, and must then get no entry in the primary key's index.)
--- Every row is in the primary key's index once: an index-only scan, once
--- VACUUM has made the page all-visible, returns each row once.
+-- a partitioned stream whose only index on the number is BRIN: from
+-- PostgreSQL 16 on, a column indexed by BRIN alone does not stop a HOT
+-- update, so the commit-time version is heap-only and must get an entry
+-- in the BRIN index only.  Every row is in the primary key's index once:
+-- an index-only scan, once VACUUM has made the page all-visible, returns
+-- each row once (twice if the heap-only version had an entry too).
 CREATE TABLE pb (id int, day int NOT NULL, seq bigint, PRIMARY KEY (id, day))
     PARTITION BY RANGE (day);
 CREATE TABLE pb_1 PARTITION OF pb FOR VALUES FROM (1) TO (2);

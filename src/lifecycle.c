@@ -18,7 +18,6 @@
  */
 #include "postgres.h"
 
-#include "access/amapi.h"
 #include "access/genam.h"
 #include "access/htup_details.h"
 #include "access/relation.h"
@@ -290,9 +289,6 @@ stream_check_no_deferrable_index(Relation rel)
  *		partitioned table the index cannot be unique (it would have to
  *		contain the partition key); any such partitioned index will do, as
  *		stream_seq itself keeps the numbers unique (see partition.c).
- *		Either way it must be ordered (btree): readers page by it, and an
- *		index that does not stop a HOT update (BRIN, from PostgreSQL 16 on)
- *		would leave the commit-time version out of every other index.
  */
 Oid
 stream_unique_index(Oid relid, AttrNumber attnum)
@@ -311,7 +307,6 @@ stream_unique_index(Oid relid, AttrNumber attnum)
 
 		if ((form->indisunique || partitioned) &&
 			(form->indisvalid || partitioned) &&
-			index->rd_indam->amcanorder &&
 			form->indnkeyatts == 1 && form->indkey.values[0] == attnum &&
 			RelationGetIndexExpressions(index) == NIL)
 		{
