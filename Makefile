@@ -42,18 +42,21 @@ $(error $(PG_CONFIG) not found: install postgresql-server-dev-15, or pass PG_CON
 endif
 
 # Every object depends on the shared header (PGXS tracks no header
-# dependencies unless the server was configured with --enable-depend).
-$(OBJS): src/stream_seq.h
+# dependencies unless the server was configured with --enable-depend),
+# below.
 
 # Objects are built for one server: .built-for names it, and is rewritten
 # (so everything is rebuilt) only when PG_CONFIG names another one.
 ifneq ($(PGXS),)
+ifeq ($(filter clean distclean,$(MAKECMDGOALS)),)
 BUILT_FOR := $(VERSION) $(PG_CONFIG)
 ifneq ($(BUILT_FOR),$(shell cat .built-for 2>/dev/null))
-$(shell echo '$(BUILT_FOR)' >.built-for)
+$(shell echo '$(BUILT_FOR)' >.built-for 2>/dev/null)
 endif
 endif
-$(OBJS): .built-for
+endif
+# the LLVM bitcode (servers built with JIT) is built for one server too
+$(OBJS) $(OBJS:.o=.bc): .built-for src/stream_seq.h
 
 # Everything a user or CI runs: see README.md.
 .PHONY: test test-18 demo bench check-valgrind check-model

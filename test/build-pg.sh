@@ -33,9 +33,16 @@ if [ "$(id -u)" = 0 ]; then
 else
 	CACHE=${STREAM_SEQ_PG_CACHE:-${XDG_CACHE_HOME:-$HOME/.cache}/stream_seq}
 fi
+mkdir -p "$CACHE"
+CACHE=$(cd "$CACHE" && pwd)
 
+# stdout carries only the path of pg_config: everything else to stderr
 . test/packages.sh
-need_packages bison flex gcc make zlib1g-dev libipc-run-perl
+need_packages bison flex gcc make zlib1g-dev libipc-run-perl >&2
+
+# one build at a time per cache (two clones, or make bench beside make test)
+exec 9>"$CACHE/lock"
+flock 9
 
 log() { echo "== build-pg $MAJOR: $*" >&2; }
 
@@ -59,7 +66,7 @@ source_version() {
 # Refresh the lists at most once a day; offline, use what is there.
 if [ -z "$(find "$APT/lists" -maxdepth 1 -name '*Sources*' -mtime -1 2>/dev/null)" ]; then
 	log "reading $SUITE's source lists"
-	apt-get "${apt_opts[@]}" update >/dev/null ||
+	apt-get "${apt_opts[@]}" update >&2 ||
 		log "apt-get update failed; using the lists already there"
 fi
 PG_VERSION=$(source_version "postgresql-$MAJOR")
@@ -79,8 +86,14 @@ if [ "${STREAM_SEQ_PG_CASSERT:-0}" = 1 ]; then
 	configure_opts+=(--enable-cassert)
 fi
 stamp="postgresql-$MAJOR $PG_VERSION"
+declare -A VERSION_OF
 for p in $EXTENSIONS; do
-	stamp="$stamp, $p $(source_version "$p")"
+	VERSION_OF[$p]=$(source_version "$p")
+	if [ -z "${VERSION_OF[$p]}" ]; then
+		echo "build-pg.sh: no source package $p in Debian $SUITE" >&2
+		exit 1
+	fi
+	stamp="$stamp, $p ${VERSION_OF[$p]}"
 done
 stamp="$stamp, layout $LAYOUT, configure ${configure_opts[*]}"
 if [ -f "$PREFIX/.stamp" ] && [ "$(cat "$PREFIX/.stamp")" = "$stamp" ]; then
@@ -91,7 +104,7 @@ fi
 
 started=$(date +%s)
 WORK=$PREFIX.build
-rm -rf "$WORK" "$PREFIX"
+rm -rf "$WORK"
 mkdir -p "$WORK"
 trap 'rm -rf "$WORK"' EXIT
 cd "$WORK"
@@ -108,8 +121,13 @@ fetch() {
 	tar -xf "$tarball" -C "$pkg" --strip-components=1
 }
 
-log "fetching postgresql-$MAJOR $PG_VERSION"
+# every source first: a failed download leaves the cached build as it was
+log "fetching postgresql-$MAJOR $PG_VERSION and $EXTENSIONS"
 fetch "postgresql-$MAJOR" "$PG_VERSION"
+for p in $EXTENSIONS; do
+	fetch "$p" "${VERSION_OF[$p]}"
+done
+rm -rf "$PREFIX"
 cd "postgresql-$MAJOR"
 log "configuring"
 ./configure --prefix="$PREFIX" "${configure_opts[@]}" >"$WORK/configure.log" 2>&1 ||
@@ -124,9 +142,7 @@ cd "$WORK"
 
 export PATH="$PREFIX/bin:$PATH"
 for p in $EXTENSIONS; do
-	version=$(source_version "$p")
-	log "building $p $version"
-	fetch "$p" "$version"
+	log "building $p ${VERSION_OF[$p]}"
 	make -s -C "$p" -j"$(nproc)" PG_CONFIG="$PREFIX/bin/pg_config" >"$WORK/$p.log" 2>&1 ||
 		{ tail -30 "$WORK/$p.log" >&2; exit 1; }
 	make -s -C "$p" PG_CONFIG="$PREFIX/bin/pg_config" install >/dev/null

@@ -101,7 +101,7 @@ $old->stop;
 
 # 18's initdb turns data checksums on by default, and pg_upgrade needs
 # the old cluster's setting (doc/operations.md)
-$new->init(extra => [ '--no-data-checksums' ]);
+$new->init(extra => $new->pg_version >= 18 ? [ '--no-data-checksums' ] : []);
 $new->append_conf('postgresql.conf',
 	"shared_preload_libraries = 'stream_seq'\n");
 my $workdir = PostgreSQL::Test::Utils::tempdir;
