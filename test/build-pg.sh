@@ -102,6 +102,12 @@ if [ -f "$PREFIX/.stamp" ] && [ "$(cat "$PREFIX/.stamp")" = "$stamp" ]; then
 	exit 0
 fi
 
+# Run from "make test-18", this script inherits the outer make's
+# MAKELEVEL and MAKEFLAGS; PostgreSQL's makefiles generate their headers
+# only at MAKELEVEL 0, and a parallel build without them fails
+# ("utils/errcodes.h: No such file or directory").
+unset MAKELEVEL MAKEFLAGS MFLAGS MAKEFILES
+
 started=$(date +%s)
 WORK=$PREFIX.build
 rm -rf "$WORK"
