@@ -27,13 +27,9 @@ ROUNDS=${3:-5}
 need_packages postgresql-15 postgresql-server-dev-15 make gcc
 
 WORK=$(mktemp -d /tmp/stream_seq_compare.XXXXXX)
-NODES=()
 # stop the clusters this script started, remove the worktree and the copy
 cleanup() {
-	local d
-	for d in "${NODES[@]}"; do
-		as_pg $PGBIN/pg_ctl -D "$d" -m immediate -w stop >/dev/null 2>&1 || true
-	done
+	stop_nodes
 	git -C "$REPO_DIR" worktree remove --force "$WORK/src" >/dev/null 2>&1 || true
 	rm -rf "$WORK"
 }
@@ -43,63 +39,22 @@ trap cleanup EXIT
 echo "== building $REV into a copy of the PostgreSQL installation"
 git -C "$REPO_DIR" worktree add --detach "$WORK/src" "$REV" >/dev/null 2>&1
 pgroot=$(cd "$PGBIN/../../../.." && pwd)       # /usr for Debian's layout
-mkdir -p "$WORK/old/lib/postgresql" "$WORK/old/share/postgresql"
+mkdir -p "$WORK/old/lib/postgresql" "$WORK/old/share/postgresql" "$WORK/old/include/postgresql"
 cp -a "$pgroot/lib/postgresql/15" "$WORK/old/lib/postgresql/"
 cp -a "$pgroot/share/postgresql/15" "$WORK/old/share/postgresql/"
+cp -a "$pgroot/include/postgresql/15" "$WORK/old/include/postgresql/"
 OLDBIN=$WORK/old/lib/postgresql/15/bin
 rm -f "$WORK"/old/share/postgresql/15/extension/stream_seq*
-# built against the installation's headers (the copy has none), installed
-# into the copy
-make -s -C "$WORK/src" PG_CONFIG="$PG_CONFIG" >/dev/null
+# built and installed with the copy's pg_config (with the headers copied
+# too, the copy is an installation of its own: the Makefile rebuilds when
+# PG_CONFIG names another one)
+make -s -C "$WORK/src" PG_CONFIG="$OLDBIN/pg_config" >/dev/null
 make -s -C "$WORK/src" PG_CONFIG="$OLDBIN/pg_config" install >/dev/null
 build_install
 is_root && chown -R postgres: "$WORK"
 
-# start_node NAME BINDIR PORT: a throwaway cluster in $WORK/NAME
-start_node() {
-	local name=$1 bin=$2 port=$3 d=$WORK/$1
-	as_pg "$bin/initdb" -D "$d" -U postgres -A trust --no-sync >"$WORK/$name.initdb.log" 2>&1
-	cat >>"$d/postgresql.conf" <<-EOF
-		port = $port
-		listen_addresses = ''
-		unix_socket_directories = '$WORK'
-		shared_preload_libraries = 'stream_seq'
-		autovacuum = off
-		max_connections = 50
-	EOF
-	as_pg "$bin/pg_ctl" -D "$d" -l "$WORK/$name.log" -w start >/dev/null
-	NODES+=("$d")
-	$PGBIN/psql -X -q -h "$WORK" -p "$port" -U postgres -d postgres -v ON_ERROR_STOP=1 <<-'SQL'
-		CREATE EXTENSION stream_seq;
-		CREATE TABLE ev_serial_pk (id bigserial PRIMARY KEY, seq bigserial UNIQUE,
-		                           payload bigint NOT NULL DEFAULT 0);
-		CREATE TABLE ev_stream_pk (id bigserial PRIMARY KEY, seq bigint,
-		                           payload bigint NOT NULL DEFAULT 0);
-		SELECT stream_seq.enable('ev_stream_pk');
-	SQL
-}
-start_node before "$OLDBIN" 55571
-start_node after "$PGBIN" 55572
-
-# lsn PORT: the WAL insert position of a cluster
-lsn() {
-	$PGBIN/psql -X -At -h "$WORK" -p "$1" -U postgres -d postgres \
-		-c "SELECT pg_current_wal_insert_lsn() - '0/0'"
-}
-
-# run PORT TABLE SC ROWS: transactions/s of one pgbench run, a tab, and the
-# WAL it wrote per transaction
-run() {
-	local port=$1 table=$2 sc=$3 rows=$4 start
-	start=$(lsn "$port")
-	PGOPTIONS="-c synchronous_commit=$sc" $PGBIN/pgbench -n -M prepared -h "$WORK" -p "$port" \
-		-U postgres -c 8 -j 2 -T "$SECS" -D rows="$rows" -D hold=0 \
-		-f "$BENCH_DIR/pgbench/write_$table.sql" postgres >"$WORK/pgbench.out" 2>&1
-	awk -v wal=$(($(lsn "$port") - start)) \
-		'/^number of transactions actually processed:/ { n = $6 }
-		 /^tps = / { tps = $3 }
-		 END { printf "%.0f\t%.0f\n", tps, (n > 0 ? wal / n : 0) }' "$WORK/pgbench.out"
-}
+start_node "$WORK" before "$OLDBIN" 55571
+start_node "$WORK" after "$PGBIN" 55572
 
 RAW=$WORK/raw
 : >"$RAW"
@@ -110,7 +65,7 @@ for round in $(seq 1 "$ROUNDS"); do
 		for i in 0 1 2; do
 			read -r name port table <<<"${contenders[$(((i + round) % 3))]}"
 			printf '%s\t%s\t%s\t%s\n' "$sc $rows" "$name" "$round" \
-				"$(run "$port" "$table" "$sc" "$rows")" >>"$RAW"
+				"$(write_run "$WORK" "$port" "$table" "$sc" "$rows" "$SECS")" >>"$RAW"
 		done
 	done
 	echo "-- round $round/$ROUNDS done"

@@ -11,6 +11,19 @@
 #                          preloaded; exports PGHOST/PGPORT/PGUSER/PGDATABASE
 #                          and stops and removes it on exit
 #   stop_cluster           stop and remove the cluster start_cluster made
+#   same_index_tables      the SQL of the same-index shape: a bigserial
+#                          table and a stream table, each with a primary
+#                          key and a unique index on the sequence column
+#   start_node DIR NAME BINDIR PORT [INITDB OPTION]
+#                          one more throwaway cluster, in DIR/NAME with its
+#                          socket in DIR (several at once, each with its own
+#                          installation), autovacuum off, holding the
+#                          same-index tables; stop_nodes stops them all
+#   node_lsn DIR PORT      the WAL insert position of such a cluster
+#   write_run DIR PORT TABLE SC ROWS SECS
+#                          transactions/s of one pgbench run of
+#                          bench/pgbench/write_TABLE.sql (8 clients), a
+#                          tab, and the WAL it wrote per transaction
 #
 # initdb refuses to run as root, so as root the cluster belongs to the
 # "postgres" user (created by the postgresql-15 package).
@@ -122,3 +135,57 @@ stop_cluster() {
 }
 
 psql_q() { $PGBIN/psql -X -q -v ON_ERROR_STOP=1 "$@"; }
+
+same_index_tables() {
+	cat <<-'SQL'
+		CREATE EXTENSION stream_seq;
+		CREATE TABLE ev_serial_pk (id bigserial PRIMARY KEY, seq bigserial UNIQUE,
+		                           payload bigint NOT NULL DEFAULT 0);
+		CREATE TABLE ev_stream_pk (id bigserial PRIMARY KEY, seq bigint,
+		                           payload bigint NOT NULL DEFAULT 0);
+		SELECT stream_seq.enable('ev_stream_pk');
+	SQL
+}
+
+NODES=()
+start_node() {
+	local dir=$1 name=$2 bin=$3 port=$4 d=$1/$2
+	as_pg "$bin/initdb" -D "$d" -U postgres -A trust --no-sync ${5:-} >"$dir/$name.initdb.log" 2>&1
+	cat >>"$d/postgresql.conf" <<-EOF
+		port = $port
+		listen_addresses = ''
+		unix_socket_directories = '$dir'
+		shared_preload_libraries = 'stream_seq'
+		autovacuum = off
+		max_connections = 50
+	EOF
+	as_pg "$bin/pg_ctl" -D "$d" -l "$dir/$name.log" -w start >/dev/null
+	NODES+=("$bin|$d")
+	same_index_tables | $PGBIN/psql -X -q -h "$dir" -p "$port" -U postgres -d postgres \
+		-v ON_ERROR_STOP=1 >/dev/null
+}
+
+stop_nodes() {
+	local n
+	for n in "${NODES[@]}"; do
+		as_pg "${n%%|*}/pg_ctl" -D "${n#*|}" -m immediate -w stop >/dev/null 2>&1 || true
+	done
+	NODES=()
+}
+
+node_lsn() {
+	$PGBIN/psql -X -At -h "$1" -p "$2" -U postgres -d postgres \
+		-c "SELECT pg_current_wal_insert_lsn() - '0/0'"
+}
+
+write_run() {
+	local dir=$1 port=$2 table=$3 sc=$4 rows=$5 secs=$6 start
+	start=$(node_lsn "$dir" "$port")
+	PGOPTIONS="-c synchronous_commit=$sc" $PGBIN/pgbench -n -M prepared -h "$dir" -p "$port" \
+		-U postgres -c 8 -j 2 -T "$secs" -D rows="$rows" -D hold=0 \
+		-f "$BENCH_DIR/pgbench/write_$table.sql" postgres >"$dir/pgbench.out" 2>&1
+	awk -v wal=$(($(node_lsn "$dir" "$port") - start)) \
+		'/^number of transactions actually processed:/ { n = $6 }
+		 /^tps = / { tps = $3 }
+		 END { printf "%.0f\t%.0f\n", tps, (n > 0 ? wal / n : 0) }' "$dir/pgbench.out"
+}

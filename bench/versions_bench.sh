@@ -28,13 +28,9 @@ PG18_CONFIG=$("$REPO_DIR/test/build-pg.sh" 18)
 PG18BIN=$($PG18_CONFIG --bindir)
 
 WORK=$(mktemp -d /tmp/stream_seq_versions.XXXXXX)
-NODES=()
 # stop the clusters this script started and remove their directory
 cleanup() {
-	local d
-	for d in "${NODES[@]}"; do
-		as_pg "${d%%|*}/pg_ctl" -D "${d#*|}" -m immediate -w stop >/dev/null 2>&1 || true
-	done
+	stop_nodes
 	rm -rf "$WORK"
 }
 trap cleanup EXIT
@@ -51,52 +47,9 @@ echo "== building and installing stream_seq for 15 and 18"
 )
 is_root && chown -R postgres: "$WORK"
 
-# start_node NAME BINDIR PORT [INITDB OPTION]: a throwaway cluster in $WORK/NAME
-start_node() {
-	local name=$1 bin=$2 port=$3 d=$WORK/$1
-	as_pg "$bin/initdb" -D "$d" -U postgres -A trust --no-sync ${4:-} >"$WORK/$name.initdb.log" 2>&1
-	cat >>"$d/postgresql.conf" <<-EOF
-		port = $port
-		listen_addresses = ''
-		unix_socket_directories = '$WORK'
-		shared_preload_libraries = 'stream_seq'
-		autovacuum = off
-		max_connections = 50
-	EOF
-	as_pg "$bin/pg_ctl" -D "$d" -l "$WORK/$name.log" -w start >/dev/null
-	NODES+=("$bin|$d")
-	$PGBIN/psql -X -q -h "$WORK" -p "$port" -U postgres -d postgres -v ON_ERROR_STOP=1 <<-'SQL'
-		CREATE EXTENSION stream_seq;
-		CREATE TABLE ev_serial_pk (id bigserial PRIMARY KEY, seq bigserial UNIQUE,
-		                           payload bigint NOT NULL DEFAULT 0);
-		CREATE TABLE ev_stream_pk (id bigserial PRIMARY KEY, seq bigint,
-		                           payload bigint NOT NULL DEFAULT 0);
-		SELECT stream_seq.enable('ev_stream_pk');
-	SQL
-}
-start_node pg15 "$PGBIN" 55581
-start_node pg18 "$PG18BIN" 55582
-start_node pg18_nosum "$PG18BIN" 55583 --no-data-checksums
-
-# lsn PORT: the WAL insert position of a cluster
-lsn() {
-	$PGBIN/psql -X -At -h "$WORK" -p "$1" -U postgres -d postgres \
-		-c "SELECT pg_current_wal_insert_lsn() - '0/0'"
-}
-
-# run PORT TABLE SC ROWS: transactions/s of one pgbench run, a tab, and the
-# WAL it wrote per transaction
-run() {
-	local port=$1 table=$2 sc=$3 rows=$4 start
-	start=$(lsn "$port")
-	PGOPTIONS="-c synchronous_commit=$sc" $PGBIN/pgbench -n -M prepared -h "$WORK" -p "$port" \
-		-U postgres -c 8 -j 2 -T "$SECS" -D rows="$rows" -D hold=0 \
-		-f "$BENCH_DIR/pgbench/write_$table.sql" postgres >"$WORK/pgbench.out" 2>&1
-	awk -v wal=$(($(lsn "$port") - start)) \
-		'/^number of transactions actually processed:/ { n = $6 }
-		 /^tps = / { tps = $3 }
-		 END { printf "%.0f\t%.0f\n", tps, (n > 0 ? wal / n : 0) }' "$WORK/pgbench.out"
-}
+start_node "$WORK" pg15 "$PGBIN" 55581
+start_node "$WORK" pg18 "$PG18BIN" 55582
+start_node "$WORK" pg18_nosum "$PG18BIN" 55583 --no-data-checksums
 
 RAW=$WORK/raw
 : >"$RAW"
@@ -109,7 +62,7 @@ for round in $(seq 1 "$ROUNDS"); do
 		for i in $(seq 0 $((n - 1))); do
 			read -r server port table <<<"${contenders[$(((i + round) % n))]}"
 			printf '%s\t%s\t%s\t%s\t%s\n' "$sc $rows" "$server" "$table" "$round" \
-				"$(run "$port" "$table" "$sc" "$rows")" >>"$RAW"
+				"$(write_run "$WORK" "$port" "$table" "$sc" "$rows" "$SECS")" >>"$RAW"
 		done
 	done
 	echo "-- round $round/$ROUNDS done"

@@ -27,14 +27,7 @@ wal_keep_size = 1GB"
 OUT=$(mktemp -d /tmp/stream_seq_wal.XXXXXX)
 is_root && chown postgres: "$OUT"
 
-psql_q -o /dev/null <<'SQL'
-CREATE EXTENSION stream_seq;
-CREATE TABLE ev_serial_pk (id bigserial PRIMARY KEY, seq bigserial UNIQUE,
-                           payload bigint NOT NULL DEFAULT 0);
-CREATE TABLE ev_stream_pk (id bigserial PRIMARY KEY, seq bigint,
-                           payload bigint NOT NULL DEFAULT 0);
-SELECT stream_seq.enable('ev_stream_pk');
-SQL
+same_index_tables | psql_q -o /dev/null
 
 per_client=$((ROWS / 8 / PER_TXN))
 nrows=$((per_client * 8 * PER_TXN))
