@@ -982,7 +982,6 @@ oldest_snapshot_xmin(void)
 	return full_xid(next, result);
 }
 
-
 /*
  * flushed_lsn
  *		How far this server's WAL is flushed, to compare commit records with.
