@@ -52,6 +52,7 @@
 #include "catalog/index.h"
 #include "executor/executor.h"
 #include "optimizer/optimizer.h"
+#include "tcop/pquery.h"
 #include "fmgr.h"
 #include "miscadmin.h"
 #include "utils/acl.h"
@@ -60,6 +61,7 @@
 #include "utils/inval.h"
 #include "utils/lsyscache.h"
 #include "utils/memutils.h"
+#include "utils/portal.h"
 #include "utils/rel.h"
 #include "utils/relcache.h"
 #include "utils/resowner.h"
@@ -102,7 +104,16 @@ typedef struct XactWriter
 	TupleTableSlot *fetchslot;
 	bool	   *key_changes;	/* per index: it covers the stream column */
 	ExprState **predicates;		/* per partial index, prepared on first use */
+	bool		full_index_on_column;	/* an index with no predicate covers
+										 * the stream column: never heap-only */
 } XactWriter;
+
+/* What table_tuple_update says about index entries for the new version. */
+#if PG_VERSION_NUM >= 160000
+typedef TU_UpdateIndexes UpdateIndexesResult;
+#else
+typedef bool UpdateIndexesResult;
+#endif
 
 /* Per-transaction state, in TopTransactionContext; NULL when idle. */
 static HTAB *xact_streams = NULL;
@@ -118,6 +129,12 @@ static List *slots_to_free = NIL;
 
 /* Whether our pre-commit callback has run: no stream row may come after. */
 static bool past_pre_commit = false;
+
+/*
+ * Whether the transaction declared a cursor WITH HOLD: one still open at
+ * commit is run after the deferred triggers, with its own snapshot.
+ */
+static bool held_cursor_declared = false;
 
 /*
  * xact_stream_get
@@ -371,6 +388,23 @@ index_covers_column(IndexInfo *info, AttrNumber attnum)
 }
 
 /*
+ * index_is_summarizing
+ *		Whether an index only summarizes ranges of blocks (BRIN): from
+ *		PostgreSQL 16 on, such an index neither blocks a heap-only update
+ *		nor points at single row versions.  Before 16 every index counts
+ *		as an ordinary one.
+ */
+static bool
+index_is_summarizing(IndexInfo *info)
+{
+#if PG_VERSION_NUM >= 160000
+	return info->ii_Summarizing;
+#else
+	return false;
+#endif
+}
+
+/*
  * open_writer
  *		Executor state for writing numbers into rows, made once per
  *		transaction and stream and closed in the pre-commit callback.  Its
@@ -399,9 +433,16 @@ open_writer(XactWriter *w, Relation trigrel)
 	ExecOpenIndices(w->rri, false);
 	w->key_changes = palloc0(sizeof(bool) * Max(w->rri->ri_NumIndices, 1));
 	w->predicates = palloc0(sizeof(ExprState *) * Max(w->rri->ri_NumIndices, 1));
+	w->full_index_on_column = false;
 	for (i = 0; i < w->rri->ri_NumIndices; i++)
-		w->key_changes[i] = index_covers_column(w->rri->ri_IndexRelationInfo[i],
-												 w->seq_attnum);
+	{
+		IndexInfo  *info = w->rri->ri_IndexRelationInfo[i];
+
+		w->key_changes[i] = index_covers_column(info, w->seq_attnum);
+		if (w->key_changes[i] && info->ii_Predicate == NIL &&
+			info->ii_ReadyForInserts && !index_is_summarizing(info))
+			w->full_index_on_column = true;
+	}
 	w->newslot = MakeSingleTupleTableSlot(RelationGetDescr(rel),
 										   &TTSOpsVirtual);
 	w->fetchslot = table_slot_create(rel, NULL);
@@ -431,26 +472,57 @@ close_writer(XactWriter *w)
 }
 
 /*
+ * index_row_matches
+ *		Whether the row in the expression context's scan slot satisfies the
+ *		predicate of the writer's index "i" (true for an index without
+ *		one).  The predicate is prepared on first use.
+ */
+static bool
+index_row_matches(XactWriter *w, int i, ExprContext *econtext)
+{
+	IndexInfo  *info = w->rri->ri_IndexRelationInfo[i];
+
+	if (info->ii_Predicate == NIL)
+		return true;
+	if (w->predicates[i] == NULL)
+	{
+		MemoryContext oldcxt = MemoryContextSwitchTo(TopTransactionContext);
+
+		w->predicates[i] = ExecPrepareQual(info->ii_Predicate, w->estate);
+		MemoryContextSwitchTo(oldcxt);
+	}
+	return ExecQual(w->predicates[i], econtext);
+}
+
+/*
  * insert_index_entries
- *		Index the new version of a numbered row.  An index that covers the
- *		stream column gets its new key, checked as usual (unique, or an
- *		exclusion constraint).  Every other index gets the key the row had
- *		when it was inserted, which was checked then; no other transaction
- *		can have taken it since, as the old version of this uncommitted row
- *		still holds it.  So no uniqueness check is made for those, and they
- *		are told that the key did not change, so that btree deletes the old
- *		versions' entries bottom-up instead of splitting pages.  This is
- *		ExecInsertIndexTuples with the check chosen per index; like it,
- *		after a HOT update ("only_summarizing", PostgreSQL 16 and later)
- *		only the summarizing indexes get an entry.
+ *		Index the new version of a numbered row.
+ *
+ *		After an ordinary update every index gets an entry for the new
+ *		version.  An index that covers the stream column gets its new key,
+ *		checked as usual (unique, or an exclusion constraint).  Every other
+ *		index gets the key the row had when it was inserted, which was
+ *		checked then; no other transaction can have taken it since, as the
+ *		old version of this uncommitted row still holds it.  So no
+ *		uniqueness check is made for those, and they are told that the key
+ *		did not change, so that btree deletes the old versions' entries
+ *		bottom-up instead of splitting pages.  This is ExecInsertIndexTuples
+ *		with the check chosen per index.
+ *
+ *		After a heap-only update ("heap_only") only two kinds of index get
+ *		an entry: those that cover the stream column, whose entry points
+ *		at the chain's root "root_tid" (see update_heap_only for why that
+ *		is sound), and, when "summarizing" (PostgreSQL 16 and later, a
+ *		summarized column changed), the summarizing indexes, as in
+ *		ExecInsertIndexTuples.  Any other entry for a heap-only version
+ *		would break its chain.
  */
 static void
 insert_index_entries(XactWriter *w, Relation rel, TupleTableSlot *slot,
-					 bool only_summarizing)
+					 bool heap_only, bool summarizing, ItemPointer root_tid)
 {
 	ResultRelInfo *rri = w->rri;
 	ExprContext *econtext = GetPerTupleExprContext(w->estate);
-	ItemPointer tid = &slot->tts_tid;
 	Datum		values[INDEX_MAX_KEYS];
 	bool		isnull[INDEX_MAX_KEYS];
 	int			i;
@@ -460,29 +532,26 @@ insert_index_entries(XactWriter *w, Relation rel, TupleTableSlot *slot,
 	{
 		Relation	index = rri->ri_IndexRelationDescs[i];
 		IndexInfo  *info = rri->ri_IndexRelationInfo[i];
+		ItemPointer tid = &slot->tts_tid;
 		IndexUniqueCheck check = UNIQUE_CHECK_NO;
 		bool		satisfied;
 
 		if (index == NULL || !info->ii_ReadyForInserts)
 			continue;
-#if PG_VERSION_NUM >= 160000
-		if (only_summarizing && !info->ii_Summarizing)
-			continue;
-#else
-		Assert(!only_summarizing);
-#endif
-		if (info->ii_Predicate != NIL)
+		if (heap_only)
 		{
-			if (w->predicates[i] == NULL)
+			if (index_is_summarizing(info))
 			{
-				MemoryContext oldcxt = MemoryContextSwitchTo(TopTransactionContext);
-
-				w->predicates[i] = ExecPrepareQual(info->ii_Predicate, w->estate);
-				MemoryContextSwitchTo(oldcxt);
+				if (!summarizing)
+					continue;
 			}
-			if (!ExecQual(w->predicates[i], econtext))
+			else if (w->key_changes[i])
+				tid = root_tid;
+			else
 				continue;
 		}
+		if (!index_row_matches(w, i, econtext))
+			continue;
 		FormIndexDatum(info, slot, w->estate, values, isnull);
 		if (w->key_changes[i] && index->rd_index->indisunique)
 			check = index->rd_index->indimmediate ? UNIQUE_CHECK_YES :
@@ -496,8 +565,8 @@ insert_index_entries(XactWriter *w, Relation rel, TupleTableSlot *slot,
 							RelationGetRelationName(rel)),
 					 errdetail("Deferrable unique constraints cannot be checked for the rows stream_seq numbers at commit.")));
 		if (w->key_changes[i] && info->ii_ExclusionOps != NULL)
-			check_exclusion_constraint(rel, index, info, tid, values, isnull,
-									   w->estate, false);
+			check_exclusion_constraint(rel, index, info, &slot->tts_tid,
+									   values, isnull, w->estate, false);
 	}
 }
 
@@ -544,23 +613,153 @@ live_version(XactWriter *w, Relation rel, TupleTableSlot *inserted,
 }
 
 /*
+ * may_be_heap_only
+ *		Whether the numbered version of "row", the version its transaction
+ *		inserted (not one from a later update), may be written as a
+ *		heap-only tuple, so that only the indexes that cover the stream
+ *		column get an entry.  See update_heap_only for the argument; here
+ *		are its conditions:
+ *		- every index that covers the stream column (key, expression or
+ *		  predicate) and takes inserts has a predicate that the row, as
+ *		  inserted with the column null, does not satisfy, so it holds no
+ *		  entry for the chain's root;
+ *		- no snapshot of this transaction that sees the row as inserted
+ *		  but not its numbered version is used after this write: we are in
+ *		  the commit's deferred-trigger loop outside any portal (not under
+ *		  SET CONSTRAINTS ... IMMEDIATE, nor in a procedure's COMMIT), the
+ *		  transaction declared no cursor WITH HOLD (run after this loop),
+ *		  and the loop's snapshot is held by nothing else, so that
+ *		  number_version can move it past the write.
+ */
+static bool
+may_be_heap_only(XactWriter *w, TupleTableSlot *row)
+{
+	Snapshot	loop_snapshot;
+	ExprContext *econtext;
+	bool		root_indexed = false;
+	int			i;
+
+	if (!stream_seq_heap_only || w->full_index_on_column ||
+		ActivePortal != NULL || held_cursor_declared || !ActiveSnapshotSet())
+		return false;
+	loop_snapshot = GetActiveSnapshot();
+	if (loop_snapshot->active_count != 1 || loop_snapshot->regd_count != 0)
+		return false;
+
+	econtext = GetPerTupleExprContext(w->estate);
+	econtext->ecxt_scantuple = row;
+	for (i = 0; i < w->rri->ri_NumIndices && !root_indexed; i++)
+	{
+		IndexInfo  *info = w->rri->ri_IndexRelationInfo[i];
+
+		if (w->key_changes[i] && info->ii_ReadyForInserts &&
+			!index_is_summarizing(info))
+			root_indexed = index_row_matches(w, i, econtext);
+	}
+	ResetPerTupleExprContext(w->estate);
+	return !root_indexed;
+}
+
+/*
+ * update_heap_only
+ *		table_tuple_update with the stream column left out of the columns
+ *		that block a heap-only (HOT) update, for this one call: heap_update
+ *		then makes the new version heap-only whenever it fits on the old
+ *		one's page, and reports that no index needs an entry.
+ *
+ *		HOT requires that every index hold the same key for every member
+ *		of a chain that a scan can reach.  The chain here is the row as
+ *		inserted (the root, stream column null) and its numbered version.
+ *		It is sound because:
+ *		(a) no snapshot other than the inserting transaction's ever sees
+ *		    the root: its xmin and xmax are the same transaction, so before
+ *		    commit others do not see it and after commit nobody does (an
+ *		    exported snapshot lists the transaction as running); and of
+ *		    this transaction's own snapshots none that sees the root is
+ *		    used after this write (may_be_heap_only, number_version);
+ *		(b) every index that covers the stream column had no entry for the
+ *		    root (its predicate excluded the null) and gets exactly one,
+ *		    for the numbered version, from insert_index_entries, pointing
+ *		    at the root as every entry for a chain does; every other index
+ *		    holds the same key for both versions.
+ *		An index built later (CREATE INDEX [CONCURRENTLY]) indexes the
+ *		live end of the chain at the root, as for any HOT chain.
+ *
+ *		heap_update reads the bitmap from the relcache entry (a copy, at
+ *		its start, before anything can process an invalidation), so the
+ *		entry's bitmap is swapped for this call and put back afterwards,
+ *		also on error.  If the entry was rebuilt meanwhile, the rebuild has
+ *		freed our bitmap and the new one is left alone.
+ */
+static TM_Result
+update_heap_only(XactWriter *w, Relation rel, ItemPointer tid,
+				 TM_FailureData *tmfd, LockTupleMode *lockmode,
+				 UpdateIndexesResult *update_indexes)
+{
+	Bitmapset **cached;
+	Bitmapset  *saved;
+	Bitmapset  *narrowed;
+	TM_Result	result;
+
+#if PG_VERSION_NUM >= 160000
+	bms_free(RelationGetIndexAttrBitmap(rel, INDEX_ATTR_BITMAP_HOT_BLOCKING));
+	cached = &rel->rd_hotblockingattr;
+#else
+	bms_free(RelationGetIndexAttrBitmap(rel, INDEX_ATTR_BITMAP_ALL));
+	cached = &rel->rd_indexattr;
+	if (*cached == NULL)		/* no index at all: nothing to leave out */
+		return table_tuple_update(rel, tid, w->newslot,
+								  GetCurrentCommandId(true), GetActiveSnapshot(),
+								  InvalidSnapshot, true, tmfd, lockmode,
+								  update_indexes);
+#endif
+	saved = *cached;
+
+	/*
+	 * Before 16 a null bitmap means "not computed yet"; bms_del_member keeps
+	 * an emptied set allocated there, so the entry stays valid.
+	 */
+	narrowed = bms_del_member(bms_copy(saved),
+							  w->seq_attnum - FirstLowInvalidHeapAttributeNumber);
+	*cached = narrowed;
+	PG_TRY();
+	{
+		result = table_tuple_update(rel, tid, w->newslot,
+									GetCurrentCommandId(true), GetActiveSnapshot(),
+									InvalidSnapshot, true, tmfd, lockmode,
+									update_indexes);
+	}
+	PG_FINALLY();
+	{
+		if (*cached == narrowed)
+		{
+			*cached = saved;
+			bms_free(narrowed);
+		}
+	}
+	PG_END_TRY();
+	return result;
+}
+
+/*
  * number_version
  *		Write "number" into the live row version "row" at "tid" as a new
- *		version.
+ *		version.  "as_inserted" says that "row" is the version the
+ *		transaction inserted, the root of its chain: then the new version
+ *		is written heap-only when may_be_heap_only allows and it fits on
+ *		the page, and otherwise, as before, as an ordinary update.
  */
 static void
 number_version(XactWriter *w, Relation rel, TupleTableSlot *row,
-			   ItemPointer tid, int64 number)
+			   ItemPointer tid, int64 number, bool as_inserted)
 {
 	AttrNumber	att = w->seq_attnum;
 	HeapTuple	htup;
 	TM_FailureData tmfd;
 	LockTupleMode lockmode;
-#if PG_VERSION_NUM >= 160000
-	TU_UpdateIndexes update_indexes;
-#else
-	bool		update_indexes;
-#endif
+	UpdateIndexesResult update_indexes;
+	ItemPointerData root_tid = *tid;
+	bool		try_heap_only;
 	TM_Result	result;
 
 	slot_getallattrs(row);
@@ -576,6 +775,8 @@ number_version(XactWriter *w, Relation rel, TupleTableSlot *row,
 	if (HeapTupleHeaderGetCmin(htup->t_data) >= GetCurrentCommandId(false))
 		CommandCounterIncrement();
 
+	try_heap_only = as_inserted && may_be_heap_only(w, row);
+
 	ExecClearTuple(w->newslot);
 	memcpy(w->newslot->tts_values, row->tts_values,
 		   sizeof(Datum) * row->tts_nvalid);
@@ -585,30 +786,43 @@ number_version(XactWriter *w, Relation rel, TupleTableSlot *row,
 	w->newslot->tts_isnull[att - 1] = false;
 	ExecStoreVirtualTuple(w->newslot);
 
-	result = table_tuple_update(rel, tid, w->newslot,
-								GetCurrentCommandId(true), GetActiveSnapshot(),
-								InvalidSnapshot, true, &tmfd, &lockmode,
-								&update_indexes);
+	if (try_heap_only)
+		result = update_heap_only(w, rel, tid, &tmfd, &lockmode,
+								  &update_indexes);
+	else
+		result = table_tuple_update(rel, tid, w->newslot,
+									GetCurrentCommandId(true), GetActiveSnapshot(),
+									InvalidSnapshot, true, &tmfd, &lockmode,
+									&update_indexes);
 	if (result != TM_Ok)
 		elog(ERROR, "could not write the number of a row of stream table \"%s\": %d",
 			 RelationGetRelationName(rel), (int) result);
 
 	/*
-	 * Usually the new version is not heap-only: the stream column is in a
-	 * btree, so every index gets an entry.  From PostgreSQL 16 on, a column
-	 * indexed only by summarizing indexes (BRIN) does not stop a HOT update;
-	 * then only those indexes take an entry, as in ExecInsertIndexTuples:
-	 * an entry for a heap-only tuple in any other index would break its
-	 * HOT chain.
+	 * Which indexes take an entry.  An ordinary update: all of them.  A
+	 * heap-only one, made possible by update_heap_only (or, from 16 on,
+	 * because only summarizing indexes cover the column): those covering
+	 * the stream column, at the root, and the summarizing ones if
+	 * heap_update says a summarized column changed.
 	 */
 #if PG_VERSION_NUM >= 160000
-	if (update_indexes != TU_None)
-		insert_index_entries(w, rel, w->newslot,
-							 update_indexes == TU_Summarizing);
+	insert_index_entries(w, rel, w->newslot, update_indexes != TU_All,
+						 update_indexes == TU_Summarizing, &root_tid);
 #else
-	if (update_indexes)
-		insert_index_entries(w, rel, w->newslot, false);
+	insert_index_entries(w, rel, w->newslot, !update_indexes, false,
+						 &root_tid);
 #endif
+
+	/*
+	 * The deferred triggers that fire after this one use the loop's
+	 * snapshot, which sees the root: move it past this write, as a new
+	 * command would.
+	 */
+	if (try_heap_only)
+	{
+		CommandCounterIncrement();
+		UpdateActiveSnapshotCommandId();
+	}
 	ResetPerTupleExprContext(w->estate);
 	ExecClearTuple(w->newslot);
 }
@@ -633,6 +847,7 @@ stream_seq_assign_trigger(PG_FUNCTION_ARGS)
 	XactWriter *w;
 	TupleTableSlot *row;
 	ItemPointerData tid;
+	bool		as_inserted;
 
 	if (!CALLED_AS_TRIGGER(fcinfo) ||
 		!TRIGGER_FIRED_AFTER(trigdata->tg_event) ||
@@ -652,10 +867,11 @@ stream_seq_assign_trigger(PG_FUNCTION_ARGS)
 
 	tid = trigdata->tg_trigtuple->t_self;
 	row = trigdata->tg_trigslot;
-	if (!still_as_inserted(trigdata->tg_trigtuple))
+	as_inserted = still_as_inserted(trigdata->tg_trigtuple);
+	if (!as_inserted)
 		row = live_version(w, rel, row, &tid);
 	if (row != NULL)
-		number_version(w, rel, row, &tid, take_number(xs));
+		number_version(w, rel, row, &tid, take_number(xs), as_inserted);
 	ExecClearTuple(w->fetchslot);	/* drop its buffer pin now */
 	return PointerGetDatum(NULL);
 }
@@ -688,6 +904,7 @@ finish_xact(bool committed)
 	released_streams = NIL;
 	slots_to_free = NIL;
 	past_pre_commit = false;
+	held_cursor_declared = false;
 }
 
 /*
@@ -848,4 +1065,18 @@ stream_release_at_commit(Oid relid)
 
 	released_streams = lappend_oid(released_streams, relid);
 	MemoryContextSwitchTo(oldcxt);
+}
+
+/*
+ * stream_note_held_cursor
+ *		The transaction declares a cursor WITH HOLD (from the utility
+ *		hook): its numbered rows are written as ordinary updates from now
+ *		on, since the cursor may run at commit with a snapshot that sees
+ *		them as inserted (may_be_heap_only).  Kept until the transaction
+ *		ends, even if the cursor is closed: a rare case, kept simple.
+ */
+void
+stream_note_held_cursor(void)
+{
+	held_cursor_declared = true;
 }

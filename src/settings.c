@@ -23,6 +23,7 @@ int			stream_seq_max_tracked_xacts = 1024;
 int			stream_seq_head_interval = 1000;
 int			stream_seq_seal_grace = 3600;
 bool		stream_seq_notify = false;
+bool		stream_seq_heap_only = true;
 int			stream_seq_round_interval = 5000;
 int			stream_seq_rmgr_id = RM_EXPERIMENTAL_ID;
 
@@ -48,6 +49,13 @@ stream_define_settings(void)
 							 "Off by default: PostgreSQL serializes the commits of notifying transactions.",
 							 &stream_seq_notify,
 							 false,
+							 PGC_USERSET, 0,
+							 NULL, NULL, NULL);
+	DefineCustomBoolVariable("stream_seq.heap_only",
+							 "Writes the commit-time version of a stream row as a heap-only tuple when it fits on the page.",
+							 "Then only the indexes on the stream column take an entry. Off: every index does, as for any update.",
+							 &stream_seq_heap_only,
+							 true,
 							 PGC_USERSET, 0,
 							 NULL, NULL, NULL);
 	DefineCustomIntVariable("stream_seq.seal_grace",

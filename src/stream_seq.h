@@ -58,6 +58,7 @@ extern int	stream_seq_max_tracked_xacts;
 extern int	stream_seq_head_interval;
 extern int	stream_seq_seal_grace;
 extern bool stream_seq_notify;
+extern bool stream_seq_heap_only;
 extern int	stream_seq_round_interval;
 extern int	stream_seq_rmgr_id;
 extern void stream_define_settings(void);
@@ -318,6 +319,7 @@ extern StandbyHorizonResult stream_standby_horizon(StreamRef *ref,
 extern void stream_assign_init(void);
 extern void stream_release_at_commit(Oid relid);
 extern void stream_xact_has_entry(StreamRef *ref);
+extern void stream_note_held_cursor(void);
 
 /* retention.c */
 extern void stream_check_trim(StreamRef *ref, int64 before, bool force);
