@@ -12,6 +12,8 @@
 #  - a write that must succeed, checked as a test;
 #  - the invariant of every stream table: every committed row has a number
 #    and no number is used twice;
+#  - amcheck over every table of a database: each btree index against the
+#    heap (heapallindexed) and the heap itself;
 #  - stopping and starting a node, and the server log since a point;
 #  - commands (psql, pgbench) run in the background, and waiting for them;
 #  - a psql session on any connection string (through a pooler, say) whose
@@ -43,7 +45,7 @@ use Cwd ();
 our @EXPORT = qw(
   new_node new_standby slow_wal_conf
   query row val psql_result try_sql sqlstate write_ok
-  check_unique
+  check_unique amcheck_problems
   stop_start log_offset log_since
   bg_run bg_psql bg_pgbench wait_done
   session start_pgbouncer stop_pgbouncer
@@ -189,6 +191,36 @@ sub check_unique
 		"SELECT count(*), count(DISTINCT seq), count(*) FILTER (WHERE seq IS NULL) FROM $tab");
 	is($nulls, 0, "$what: every committed row of $tab has a number");
 	is($distinct, $total - $nulls, "$what: no number is used twice in $tab");
+}
+
+# What amcheck finds wrong in database "db" (default postgres), as text;
+# '' when nothing.  Every btree index of every permanent table, partitions
+# included, is checked against its heap (bt_index_check with
+# heapallindexed: every heap tuple a snapshot sees has its entry, at the
+# root of its HOT chain), and every heap with verify_heapam.  Installs
+# amcheck in the database if needed.  Works on a standby too.
+sub amcheck_problems
+{
+	my ($node, $db) = @_;
+	$db //= 'postgres';
+	$node->safe_psql($db, 'CREATE EXTENSION IF NOT EXISTS amcheck')
+	  unless $node->safe_psql($db, 'SELECT pg_is_in_recovery()') eq 't';
+	my ($rc, $out, $err) = $node->psql($db, q{
+WITH heaps AS (
+  SELECT c.oid FROM pg_class c JOIN pg_namespace n ON n.oid = c.relnamespace
+   WHERE c.relkind IN ('r', 'm', 't') AND c.relpersistence = 'p'
+     AND n.nspname NOT IN ('pg_catalog', 'information_schema')),
+indexes AS (
+  SELECT i.indexrelid FROM pg_index i JOIN heaps h ON h.oid = i.indrelid
+    JOIN pg_class c ON c.oid = i.indexrelid JOIN pg_am a ON a.oid = c.relam
+   WHERE a.amname = 'btree' AND i.indisvalid AND i.indisready),
+checked AS (
+  SELECT count(bt_index_check(indexrelid, true)) AS n FROM indexes)
+SELECT coalesce(string_agg(format('%s block %s offset %s: %s', h.oid::regclass,
+                                  v.blkno, v.offnum, v.msg), E'
+'), '')
+  FROM checked, heaps h, LATERAL verify_heapam(h.oid) v});
+	return $rc == 0 ? $out : "amcheck failed: $err";
 }
 
 # Stops the node in "mode" (fast, immediate) and starts it again.
