@@ -8,7 +8,9 @@
 #
 # (or reading all of "seq > $cursor AND seq < horizon" through a cursor)
 # reads every committed row of every stream exactly once, in strictly
-# increasing order, and no server process crashes.
+# increasing order, no server process crashes, and afterwards amcheck
+# finds every index in agreement with its heap (the commit-time writes are
+# heap-only where they can be).
 #
 # The run is done twice, each in its own cluster: once with the writers'
 # commits synchronous, once with synchronous_commit = off (the horizon then
@@ -618,6 +620,11 @@ SELECT (SELECT count(*) FROM stream_seq.streams WHERE stream = '$tab'::regclass)
 			"$label: $tab starts at 1: no rolled-back drop of it or of its partitions recorded a trim");
 		is($above, 't', "$label: $tab numbers new rows after rolled-back DDL");
 	}
+
+	# The commit-time writes, heap-only or not, left every index in
+	# agreement with its heap.
+	is(amcheck_problems($node), '',
+		"$label: amcheck finds every index and heap sound after the run");
 
 	my ($evicted, $assigned) = row($node, q{
 SELECT sum(evicted), sum(assigned_xacts) FROM stream_seq.streams});

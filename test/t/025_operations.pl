@@ -78,6 +78,7 @@ foreach my $how (
 	my $restored = ops_state($node, $db);
 	is($restored->{$_}, $source->{$_}, "$name restore: $_ as in the source")
 	  foreach ops_state_parts();
+	is(amcheck_problems($node, $db), '', "$name restore: amcheck finds indexes and heaps sound");
 	$node->safe_psql($db, q{
 SET ROLE app;
 INSERT INTO events (payload) VALUES ('after restore');
@@ -143,6 +144,8 @@ is(wait_done($writers), 0, 'writers ran through pg_repack, VACUUM FULL and CLUST
   or diag ${ $writers->{err} };
 check_unique($node, 'events', 'after pg_repack and VACUUM FULL');
 check_unique($node, 'pevents', 'after pg_repack and VACUUM FULL');
+is(amcheck_problems($node), '',
+	'after VACUUM FULL and CLUSTER under writers: amcheck finds indexes and heaps sound');
 
 # 3. pglogical's insert-only replication set
 $node->safe_psql('postgres', q{
@@ -276,5 +279,6 @@ cmp_ok($up_events, '>', $last_events,
 cmp_ok($up_pevents, '>', $last_pevents,
 	'after pg_upgrade: pevents numbers above every old one');
 check_unique($upgraded, 'events', 'after pg_upgrade');
+is(amcheck_problems($upgraded), '', 'after pg_upgrade: amcheck finds indexes and heaps sound');
 
 done_testing();

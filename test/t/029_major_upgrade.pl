@@ -63,6 +63,7 @@ END $$;
 });
 check_unique($old, 'events', 'old cluster');
 check_unique($old, 'pevents', 'old cluster');
+is(amcheck_problems($old), '', 'old cluster: amcheck finds indexes and heaps sound');
 my $before = ops_state($old, 'postgres');
 my ($last_events, $last_pevents, $old_version) = row($old,
 	q{SELECT (SELECT max(seq) FROM events), (SELECT max(seq) FROM pevents),
@@ -151,6 +152,7 @@ is(val($new, qq{SELECT count(*) FROM pevents
 	'1', 'after the upgrade: new pevents rows numbered above every old one');
 check_unique($new, 'events', 'after the upgrade');
 check_unique($new, 'pevents', 'after the upgrade');
+is(amcheck_problems($new), '', 'after the upgrade: amcheck finds indexes and heaps sound');
 cmp_ok(val($new, q{SELECT stream_seq.horizon('events')}), '>',
 	val($new, q{SELECT max(seq) FROM events}),
 	'after the upgrade: the horizon is above every committed number');
