@@ -17,7 +17,10 @@
  *
  * The row is rewritten with table_tuple_update and index insertion only:
  * no SPI, no user triggers, no executor per row, and no uniqueness check
- * for indexes whose key the number does not change.
+ * for indexes whose key the number does not change.  When the new version
+ * fits on its page and nothing can see the row as inserted afterwards, it
+ * is a heap-only tuple and only the indexes on the stream column take an
+ * entry (update_heap_only states the invariant that makes this sound).
  *
  * On a partitioned stream the triggers fire on the partition a row went
  * to (PostgreSQL clones them from the partitioned table): the reservation
