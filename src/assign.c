@@ -630,7 +630,9 @@ live_version(XactWriter *w, Relation rel, TupleTableSlot *inserted,
  *		  but not its numbered version is used after this write: we are in
  *		  the commit's deferred-trigger loop outside any portal (not under
  *		  SET CONSTRAINTS ... IMMEDIATE, nor in a procedure's COMMIT), the
- *		  transaction declared no cursor WITH HOLD (run after this loop),
+ *		  transaction declared no cursor WITH HOLD (run after this loop;
+ *		  seen through the utility hook, so a holdable portal that C code
+ *		  opens through SPI is not),
  *		  and the loop's snapshot is held by nothing else, so that
  *		  number_version can move it past the write.
  */
