@@ -54,7 +54,8 @@ echo
 "$PY" - "$OUT" "$nrows" <<'PY'
 import re, sys
 out, n = sys.argv[1], int(sys.argv[2])
-line_re = re.compile(r"^(\S+/\S+)\s+(\d+)\s+\(\s*[\d.]+\)\s+(\d+)\s+\(\s*[\d.]+\)\s+(\d+)")
+# a custom resource manager's records are "custom128/UNKNOWN (10)"
+line_re = re.compile(r"^(\S+/\S+(?: \([0-9a-f]+\))?)\s+(\d+)\s+\(\s*[\d.]+\)\s+(\d+)\s+\(\s*[\d.]+\)\s+(\d+)")
 stats = {}
 for k in ("serial_pk", "stream_pk"):
     stats[k] = {}
