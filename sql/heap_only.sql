@@ -188,6 +188,50 @@ BEGIN;
 INSERT INTO cur VALUES (6), (7);
 COMMIT;
 SET client_min_messages = warning;
+-- a cursor opened before COMMIT and read by a deferred trigger that fires
+-- after stream_seq's
+CREATE TABLE fetched (what text);
+CREATE FUNCTION fetch_open_cursor() RETURNS trigger LANGUAGE plpgsql AS $$
+DECLARE
+  c refcursor := 'open_before_commit';
+  r record;
+BEGIN
+  LOOP
+    FETCH c INTO r;
+    EXIT WHEN NOT FOUND;
+    INSERT INTO fetched VALUES (r::text);
+  END LOOP;
+  RETURN NULL;
+END $$;
+CREATE TABLE other (id int);
+CREATE CONSTRAINT TRIGGER zz_fetch AFTER INSERT ON other
+  DEFERRABLE INITIALLY DEFERRED FOR EACH ROW EXECUTE FUNCTION fetch_open_cursor();
+BEGIN;
+INSERT INTO cur VALUES (8);
+DECLARE open_before_commit CURSOR FOR SELECT id, seq FROM cur WHERE seq > 7;
+INSERT INTO other VALUES (1);
+COMMIT;
+SELECT * FROM fetched;
+-- SET CONSTRAINTS ... IMMEDIATE inside a deferred trigger, while the
+-- statement around it goes on reading
+CREATE FUNCTION immediate_now() RETURNS int LANGUAGE plpgsql AS $$
+BEGIN
+  SET CONSTRAINTS ALL IMMEDIATE;
+  RETURN 1;
+END $$;
+CREATE FUNCTION insert_and_read() RETURNS trigger LANGUAGE plpgsql AS $$
+BEGIN
+  INSERT INTO cur VALUES (NEW.id);
+  INSERT INTO fetched SELECT 'nested: ' || x::text
+    FROM (SELECT immediate_now() AS f OFFSET 0) s,
+         LATERAL (SELECT id, seq FROM cur WHERE seq > 7 AND s.f = 1) x;
+  RETURN NULL;
+END $$;
+CREATE TABLE nested (id int);
+CREATE CONSTRAINT TRIGGER zz_nested AFTER INSERT ON nested
+  DEFERRABLE INITIALLY DEFERRED FOR EACH ROW EXECUTE FUNCTION insert_and_read();
+INSERT INTO nested VALUES (9);
+SELECT * FROM fetched;
 RESET enable_seqscan;
 RESET enable_bitmapscan;
 SELECT * FROM versions('cur');
@@ -221,10 +265,11 @@ SELECT same_both_ways('SELECT id, seq FROM own WHERE seq BETWEEN 50 AND 60');
 SELECT count(*) = 200 AS all_numbered, count(DISTINCT seq) = 200 AS unique_numbers
   FROM own WHERE seq IS NOT NULL;
 
-DROP TABLE h, full_idx, null_pred, h2, cur, own;
+DROP TABLE h, full_idx, null_pred, h2, cur, own, fetched, other, nested;
 SELECT stream_seq.drop_consumer('g', 'workers');
 DROP TABLE g;
-DROP FUNCTION versions(regclass), check_all(regclass), same_both_ways(text), cur_seen();
+DROP FUNCTION versions(regclass), check_all(regclass), same_both_ways(text), cur_seen(),
+  fetch_open_cursor(), immediate_now(), insert_and_read();
 REVOKE ALL ON SCHEMA public FROM heap_only_writer;
 REVOKE ALL ON SCHEMA stream_seq FROM heap_only_writer;
 DROP ROLE heap_only_writer;

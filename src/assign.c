@@ -134,10 +134,18 @@ static List *slots_to_free = NIL;
 static bool past_pre_commit = false;
 
 /*
- * Whether the transaction declared a cursor WITH HOLD: one still open at
- * commit is run after the deferred triggers, with its own snapshot.
+ * Queries of this transaction whose executor was started and not yet ended:
+ * running, or suspended in a portal (a cursor, a FOR loop of a function),
+ * each with a snapshot it may use after a commit-time write.  Counted by
+ * the executor hooks; the count at the start of each open subtransaction
+ * is kept (newest first) to be put back if it rolls back, as the executors
+ * it started then end without ExecutorEnd.
  */
-static bool held_cursor_declared = false;
+static int	open_executors = 0;
+static List *open_executors_at_subxact = NIL;
+
+static ExecutorStart_hook_type prev_executor_start = NULL;
+static ExecutorEnd_hook_type prev_executor_end = NULL;
 
 /*
  * xact_stream_get
@@ -629,12 +637,13 @@ live_version(XactWriter *w, Relation rel, TupleTableSlot *inserted,
  *		- no snapshot of this transaction that sees the row as inserted
  *		  but not its numbered version is used after this write: we are in
  *		  the commit's deferred-trigger loop outside any portal (not under
- *		  SET CONSTRAINTS ... IMMEDIATE, nor in a procedure's COMMIT), the
- *		  transaction declared no cursor WITH HOLD (run after this loop;
- *		  seen through the utility hook, so a holdable portal that C code
- *		  opens through SPI is not),
+ *		  SET CONSTRAINTS ... IMMEDIATE, nor in a procedure's COMMIT); no
+ *		  query of the transaction is running or suspended (open_executors:
+ *		  no cursor, WITH HOLD or not, that a later trigger or the commit
+ *		  could read, and no statement around a nested SET CONSTRAINTS);
  *		  and the loop's snapshot is held by nothing else, so that
- *		  number_version can move it past the write.
+ *		  number_version can move it past the write.  A snapshot that C
+ *		  code registers and keeps outside any query is not seen.
  */
 static bool
 may_be_heap_only(XactWriter *w, TupleTableSlot *row)
@@ -645,7 +654,7 @@ may_be_heap_only(XactWriter *w, TupleTableSlot *row)
 	int			i;
 
 	if (!stream_seq_heap_only || w->full_index_on_column ||
-		ActivePortal != NULL || held_cursor_declared || !ActiveSnapshotSet())
+		ActivePortal != NULL || open_executors != 0 || !ActiveSnapshotSet())
 		return false;
 	loop_snapshot = GetActiveSnapshot();
 	if (loop_snapshot->active_count != 1 || loop_snapshot->regd_count != 0)
@@ -909,7 +918,8 @@ finish_xact(bool committed)
 	released_streams = NIL;
 	slots_to_free = NIL;
 	past_pre_commit = false;
-	held_cursor_declared = false;
+	open_executors = 0;
+	open_executors_at_subxact = NIL;
 }
 
 /*
@@ -1032,13 +1042,76 @@ stream_xact_callback(XactEvent event, void *arg)
 }
 
 /*
+ * count_executor_start, count_executor_end
+ *		ExecutorStart and ExecutorEnd hooks: count the transaction's queries
+ *		in progress (open_executors), for may_be_heap_only.
+ */
+static void
+count_executor_start(QueryDesc *queryDesc, int eflags)
+{
+	if (prev_executor_start)
+		prev_executor_start(queryDesc, eflags);
+	else
+		standard_ExecutorStart(queryDesc, eflags);
+	open_executors++;
+}
+
+static void
+count_executor_end(QueryDesc *queryDesc)
+{
+	open_executors--;
+	if (prev_executor_end)
+		prev_executor_end(queryDesc);
+	else
+		standard_ExecutorEnd(queryDesc);
+}
+
+/*
+ * stream_subxact_callback
+ *		Keep open_executors right across subtransactions: remember it when
+ *		one starts, and put it back when one rolls back (its executors are
+ *		released without ExecutorEnd).
+ */
+static void
+stream_subxact_callback(SubXactEvent event, SubTransactionId mySubid,
+						SubTransactionId parentSubid, void *arg)
+{
+	MemoryContext oldcxt;
+
+	switch (event)
+	{
+		case SUBXACT_EVENT_START_SUB:
+			oldcxt = MemoryContextSwitchTo(TopTransactionContext);
+			open_executors_at_subxact = lcons_int(open_executors,
+												  open_executors_at_subxact);
+			MemoryContextSwitchTo(oldcxt);
+			break;
+		case SUBXACT_EVENT_COMMIT_SUB:
+		case SUBXACT_EVENT_ABORT_SUB:
+			if (open_executors_at_subxact == NIL)
+				break;			/* started before the extension was loaded */
+			if (event == SUBXACT_EVENT_ABORT_SUB)
+				open_executors = linitial_int(open_executors_at_subxact);
+			open_executors_at_subxact = list_delete_first(open_executors_at_subxact);
+			break;
+		case SUBXACT_EVENT_PRE_COMMIT_SUB:
+			break;
+	}
+}
+
+/*
  * stream_assign_init
- *		Register the callbacks (from _PG_init).
+ *		Register the callbacks and the executor hooks (from _PG_init).
  */
 void
 stream_assign_init(void)
 {
 	RegisterXactCallback(stream_xact_callback, NULL);
+	RegisterSubXactCallback(stream_subxact_callback, NULL);
+	prev_executor_start = ExecutorStart_hook;
+	ExecutorStart_hook = count_executor_start;
+	prev_executor_end = ExecutorEnd_hook;
+	ExecutorEnd_hook = count_executor_end;
 }
 
 /*
@@ -1072,16 +1145,3 @@ stream_release_at_commit(Oid relid)
 	MemoryContextSwitchTo(oldcxt);
 }
 
-/*
- * stream_note_held_cursor
- *		The transaction declares a cursor WITH HOLD (from the utility
- *		hook): its numbered rows are written as ordinary updates from now
- *		on, since the cursor may run at commit with a snapshot that sees
- *		them as inserted (may_be_heap_only).  Kept until the transaction
- *		ends, even if the cursor is closed: a rare case, kept simple.
- */
-void
-stream_note_held_cursor(void)
-{
-	held_cursor_declared = true;
-}

@@ -21,9 +21,6 @@
  * database keeps its role's OID, and the stream table's owner can still
  * drop it or give it to a role (alter_consumer_owner()).
  *
- * The same hook tells assign.c of a cursor declared WITH HOLD, which
- * keeps that transaction's numbered rows off the heap-only write.
- *
  * pg_dump reads the rows of the extension's tables and the value of every
  * head sequence; they belong to the extension's owner.  The database's
  * owner is given USAGE on the schema and SELECT on them (and on each new
@@ -305,11 +302,6 @@ stream_process_utility(PlannedStmt *pstmt, const char *queryString,
 	bool		owner_may_change = IsA(parsetree, ReassignOwnedStmt) ||
 		IsA(parsetree, AlterOwnerStmt);
 	Oid			old_db_owner = ours ? stream_database_owner() : InvalidOid;
-
-	/* not about roles: the one utility statement the commit-time write minds */
-	if (IsA(parsetree, DeclareCursorStmt) &&
-		(((DeclareCursorStmt *) parsetree)->options & CURSOR_OPT_HOLD) != 0)
-		stream_note_held_cursor();
 
 	if (ours && IsA(parsetree, DropRoleStmt))
 		refuse_drop_role(((DropRoleStmt *) parsetree)->roles);

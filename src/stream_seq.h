@@ -319,7 +319,6 @@ extern StandbyHorizonResult stream_standby_horizon(StreamRef *ref,
 extern void stream_assign_init(void);
 extern void stream_release_at_commit(Oid relid);
 extern void stream_xact_has_entry(StreamRef *ref);
-extern void stream_note_held_cursor(void);
 
 /* retention.c */
 extern void stream_check_trim(StreamRef *ref, int64 before, bool force);
