@@ -232,6 +232,55 @@ CREATE CONSTRAINT TRIGGER zz_nested AFTER INSERT ON nested
   DEFERRABLE INITIALLY DEFERRED FOR EACH ROW EXECUTE FUNCTION insert_and_read();
 INSERT INTO nested VALUES (9);
 SELECT * FROM fetched;
+-- SET CONSTRAINTS ... IMMEDIATE from a plpgsql expression, which starts
+-- no query: while the planner evaluates a STABLE function, and inside a
+-- deferred trigger; the snapshot of the code around it still sees the row
+-- as inserted
+CREATE FUNCTION make_immediate() RETURNS int LANGUAGE plpgsql VOLATILE AS $$
+BEGIN
+  SET CONSTRAINTS ALL IMMEDIATE;
+  RETURN 0;
+END $$;
+CREATE FUNCTION peek(want int) RETURNS int LANGUAGE plpgsql STABLE AS $$
+DECLARE
+  z int;
+  r text;
+BEGIN
+  z := make_immediate();
+  SELECT string_agg(format('(%s,%s)', id, coalesce(seq::text, 'null')), ',') INTO r
+    FROM cur WHERE seq > 0 AND id + 0 = want;
+  RAISE NOTICE 'peek %: %', want, coalesce(r, 'none');
+  RETURN 0;
+END $$;
+SET client_min_messages = notice;
+BEGIN;
+INSERT INTO cur VALUES (10);
+SELECT count(*) FROM cur WHERE id = peek(10);
+COMMIT;
+SET client_min_messages = warning;
+CREATE FUNCTION reader(want int) RETURNS int LANGUAGE plpgsql STABLE AS $$
+DECLARE
+  r text;
+BEGIN
+  SELECT string_agg(format('(%s,%s)', id, coalesce(seq::text, 'null')), ',') INTO r
+    FROM cur WHERE seq > 0 AND id + 0 = want;
+  RAISE NOTICE 'reader %: %', want, coalesce(r, 'none');
+  RETURN 0;
+END $$;
+CREATE FUNCTION insert_immediate_read() RETURNS trigger LANGUAGE plpgsql AS $$
+DECLARE
+  z int;
+BEGIN
+  INSERT INTO cur VALUES (NEW.id);
+  z := make_immediate() + reader(NEW.id);
+  RETURN NULL;
+END $$;
+CREATE TABLE expr (id int);
+CREATE CONSTRAINT TRIGGER zz_expr AFTER INSERT ON expr
+  DEFERRABLE INITIALLY DEFERRED FOR EACH ROW EXECUTE FUNCTION insert_immediate_read();
+SET client_min_messages = notice;
+INSERT INTO expr VALUES (11);
+SET client_min_messages = warning;
 RESET enable_seqscan;
 RESET enable_bitmapscan;
 SELECT * FROM versions('cur');
@@ -265,11 +314,12 @@ SELECT same_both_ways('SELECT id, seq FROM own WHERE seq BETWEEN 50 AND 60');
 SELECT count(*) = 200 AS all_numbered, count(DISTINCT seq) = 200 AS unique_numbers
   FROM own WHERE seq IS NOT NULL;
 
-DROP TABLE h, full_idx, null_pred, h2, cur, own, fetched, other, nested;
+DROP TABLE h, full_idx, null_pred, h2, cur, own, fetched, other, nested, expr;
 SELECT stream_seq.drop_consumer('g', 'workers');
 DROP TABLE g;
 DROP FUNCTION versions(regclass), check_all(regclass), same_both_ways(text), cur_seen(),
-  fetch_open_cursor(), immediate_now(), insert_and_read();
+  fetch_open_cursor(), immediate_now(), insert_and_read(), make_immediate(), peek(int),
+  reader(int), insert_immediate_read();
 REVOKE ALL ON SCHEMA public FROM heap_only_writer;
 REVOKE ALL ON SCHEMA stream_seq FROM heap_only_writer;
 DROP ROLE heap_only_writer;

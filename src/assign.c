@@ -56,6 +56,7 @@
 #include "executor/executor.h"
 #include "optimizer/optimizer.h"
 #include "tcop/pquery.h"
+#include "tcop/utility.h"
 #include "fmgr.h"
 #include "miscadmin.h"
 #include "utils/acl.h"
@@ -146,6 +147,16 @@ static List *open_executors_at_subxact = NIL;
 
 static ExecutorStart_hook_type prev_executor_start = NULL;
 static ExecutorEnd_hook_type prev_executor_end = NULL;
+
+/*
+ * SET CONSTRAINTS statements in progress: the deferred triggers they fire
+ * run inside whatever called them (a function in a query being planned,
+ * an expression of a deferred trigger), under snapshots below the one
+ * SET CONSTRAINTS pushes, which no executor count shows.
+ */
+static int	constraints_being_set = 0;
+
+static ProcessUtility_hook_type prev_process_utility = NULL;
 
 /*
  * xact_stream_get
@@ -636,8 +647,10 @@ live_version(XactWriter *w, Relation rel, TupleTableSlot *inserted,
  *		  entry for the chain's root;
  *		- no snapshot of this transaction that sees the row as inserted
  *		  but not its numbered version is used after this write: we are in
- *		  the commit's deferred-trigger loop outside any portal (not under
- *		  SET CONSTRAINTS ... IMMEDIATE, nor in a procedure's COMMIT); no
+ *		  the commit's deferred-trigger loop outside any portal (not in a
+ *		  procedure's COMMIT), not in a SET CONSTRAINTS ... IMMEDIATE at any
+ *		  depth (constraints_being_set: it fires triggers from inside
+ *		  whatever called it, even a function the planner evaluates); no
  *		  query of the transaction is running or suspended (open_executors:
  *		  no cursor, WITH HOLD or not, that a later trigger or the commit
  *		  could read, and no statement around a nested SET CONSTRAINTS);
@@ -654,7 +667,8 @@ may_be_heap_only(XactWriter *w, TupleTableSlot *row)
 	int			i;
 
 	if (!stream_seq_heap_only || w->full_index_on_column ||
-		ActivePortal != NULL || open_executors != 0 || !ActiveSnapshotSet())
+		ActivePortal != NULL || open_executors != 0 ||
+		constraints_being_set != 0 || !ActiveSnapshotSet())
 		return false;
 	loop_snapshot = GetActiveSnapshot();
 	if (loop_snapshot->active_count != 1 || loop_snapshot->regd_count != 0)
@@ -920,6 +934,7 @@ finish_xact(bool committed)
 	past_pre_commit = false;
 	open_executors = 0;
 	open_executors_at_subxact = NIL;
+	constraints_being_set = 0;
 }
 
 /*
@@ -1067,6 +1082,39 @@ count_executor_end(QueryDesc *queryDesc)
 }
 
 /*
+ * count_constraints_set
+ *		ProcessUtility hook: count the SET CONSTRAINTS statements in
+ *		progress (constraints_being_set), for may_be_heap_only; the count
+ *		goes back down on error too.
+ */
+static void
+count_constraints_set(PlannedStmt *pstmt, const char *queryString,
+					  bool readOnlyTree, ProcessUtilityContext context,
+					  ParamListInfo params, QueryEnvironment *queryEnv,
+					  DestReceiver *dest, QueryCompletion *qc)
+{
+	bool		setting = IsA(pstmt->utilityStmt, ConstraintsSetStmt);
+
+	if (setting)
+		constraints_being_set++;
+	PG_TRY();
+	{
+		if (prev_process_utility)
+			prev_process_utility(pstmt, queryString, readOnlyTree, context,
+								 params, queryEnv, dest, qc);
+		else
+			standard_ProcessUtility(pstmt, queryString, readOnlyTree, context,
+									params, queryEnv, dest, qc);
+	}
+	PG_FINALLY();
+	{
+		if (setting)
+			constraints_being_set--;
+	}
+	PG_END_TRY();
+}
+
+/*
  * stream_subxact_callback
  *		Keep open_executors right across subtransactions: remember it when
  *		one starts, and put it back when one rolls back (its executors are
@@ -1101,7 +1149,8 @@ stream_subxact_callback(SubXactEvent event, SubTransactionId mySubid,
 
 /*
  * stream_assign_init
- *		Register the callbacks and the executor hooks (from _PG_init).
+ *		Register the callbacks, the executor hooks and the utility hook
+ *		(from _PG_init).
  */
 void
 stream_assign_init(void)
@@ -1112,6 +1161,8 @@ stream_assign_init(void)
 	ExecutorStart_hook = count_executor_start;
 	prev_executor_end = ExecutorEnd_hook;
 	ExecutorEnd_hook = count_executor_end;
+	prev_process_utility = ProcessUtility_hook;
+	ProcessUtility_hook = count_constraints_set;
 }
 
 /*
