@@ -612,6 +612,20 @@ still_as_inserted(HeapTuple tuple)
 }
 
 /*
+ * inserted_frozen
+ *		Whether the row was inserted already frozen (COPY ... FREEZE): then
+ *		snapshots of other transactions may see it before its transaction
+ *		commits, so its numbered version must not be heap-only
+ *		(update_heap_only, fact (a)).
+ */
+static bool
+inserted_frozen(HeapTuple tuple)
+{
+	return HeapTupleHeaderXminFrozen(tuple->t_data) ||
+		HeapTupleHeaderXminCommitted(tuple->t_data);
+}
+
+/*
  * live_version
  *		The version of the inserted row that is live now, following updates
  *		made later in the transaction; NULL if the row was deleted or its
@@ -702,7 +716,9 @@ may_be_heap_only(XactWriter *w, TupleTableSlot *row)
  *		(a) no snapshot other than the inserting transaction's ever sees
  *		    the root: its xmin and xmax are the same transaction, so before
  *		    commit others do not see it and after commit nobody does (an
- *		    exported snapshot lists the transaction as running); and of
+ *		    exported snapshot lists the transaction as running; a row
+ *		    COPY ... FREEZE inserted frozen is visible to others at once,
+ *		    and never gets here); and of
  *		    this transaction's own snapshots none that sees the root is
  *		    used after this write (may_be_heap_only, number_version);
  *		(b) every index that covers the stream column had no entry for the
@@ -773,7 +789,8 @@ update_heap_only(XactWriter *w, Relation rel, ItemPointer tid,
  * number_version
  *		Write "number" into the live row version "row" at "tid" as a new
  *		version.  "as_inserted" says that "row" is the version the
- *		transaction inserted, the root of its chain: then the new version
+ *		transaction inserted, the root of its chain, and that only this
+ *		transaction can see it (not inserted frozen): then the new version
  *		is written heap-only when may_be_heap_only allows and it fits on
  *		the page, and otherwise, as before, as an ordinary update.
  */
@@ -798,9 +815,14 @@ number_version(XactWriter *w, Relation rel, TupleTableSlot *row,
 						get_attname(RelationGetRelid(rel), w->seq_attnum, false), RelationGetRelationName(rel)),
 				 errdetail("Stream numbers are assigned by stream_seq when the inserting transaction commits.")));
 
-	/* the row must be visible to our update: it may be from this command */
+	/*
+	 * The row must be visible to our update: it may be from this command.
+	 * A row COPY ... FREEZE inserted is visible to every command (and its
+	 * xmin no longer names this transaction, which GetCmin insists on).
+	 */
 	htup = ExecFetchSlotHeapTuple(row, false, NULL);
-	if (HeapTupleHeaderGetCmin(htup->t_data) >= GetCurrentCommandId(false))
+	if (!HeapTupleHeaderXminFrozen(htup->t_data) &&
+		HeapTupleHeaderGetCmin(htup->t_data) >= GetCurrentCommandId(false))
 		CommandCounterIncrement();
 
 	try_heap_only = as_inserted && may_be_heap_only(w, row);
@@ -899,7 +921,8 @@ stream_seq_assign_trigger(PG_FUNCTION_ARGS)
 	if (!as_inserted)
 		row = live_version(w, rel, row, &tid);
 	if (row != NULL)
-		number_version(w, rel, row, &tid, take_number(xs), as_inserted);
+		number_version(w, rel, row, &tid, take_number(xs),
+					   as_inserted && !inserted_frozen(trigdata->tg_trigtuple));
 	ExecClearTuple(w->fetchslot);	/* drop its buffer pin now */
 	return PointerGetDatum(NULL);
 }
