@@ -151,6 +151,18 @@ INSERT INTO h2 VALUES (5, 'e');
 SELECT * FROM versions('h2');
 SELECT check_all('h2');
 
+-- (6) an index that uses the whole row (here in its predicate) covers the
+--     number too: its key is checked when the number is written, and
+--     PostgreSQL never makes such an update heap-only
+CREATE TABLE whole (id int PRIMARY KEY, k int, seq bigint);
+SELECT stream_seq.enable('whole');
+CREATE UNIQUE INDEX whole_k ON whole (k) WHERE whole IS NOT NULL;
+INSERT INTO whole VALUES (1, 7);
+INSERT INTO whole VALUES (2, 7);
+SELECT id, k, seq FROM whole ORDER BY id;
+SELECT * FROM versions('whole');
+SELECT check_all('whole');
+
 -- Snapshots of the writing transaction that see a row as inserted must not
 -- reach its numbered version through the number's index.  A cursor WITH
 -- HOLD runs after the numbers are written, with its own snapshot:
@@ -314,7 +326,7 @@ SELECT same_both_ways('SELECT id, seq FROM own WHERE seq BETWEEN 50 AND 60');
 SELECT count(*) = 200 AS all_numbered, count(DISTINCT seq) = 200 AS unique_numbers
   FROM own WHERE seq IS NOT NULL;
 
-DROP TABLE h, full_idx, null_pred, h2, cur, own, fetched, other, nested, expr;
+DROP TABLE h, full_idx, null_pred, h2, cur, own, fetched, other, nested, expr, whole;
 SELECT stream_seq.drop_consumer('g', 'workers');
 DROP TABLE g;
 DROP FUNCTION versions(regclass), check_all(regclass), same_both_ways(text), cur_seen(),

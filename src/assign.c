@@ -390,8 +390,8 @@ take_number(XactStream *xs)
 /*
  * index_covers_column
  *		Whether an index's key, expressions or predicate use column
- *		"attnum": only such an index sees its key change when the number is
- *		written.
+ *		"attnum", or the whole row (a row-typed argument, "t IS NOT NULL"):
+ *		only such an index sees its key change when the number is written.
  */
 static bool
 index_covers_column(IndexInfo *info, AttrNumber attnum)
@@ -406,7 +406,8 @@ index_covers_column(IndexInfo *info, AttrNumber attnum)
 	}
 	pull_varattnos((Node *) info->ii_Expressions, 1, &attrs);
 	pull_varattnos((Node *) info->ii_Predicate, 1, &attrs);
-	return bms_is_member(attnum - FirstLowInvalidHeapAttributeNumber, attrs);
+	return bms_is_member(attnum - FirstLowInvalidHeapAttributeNumber, attrs) ||
+		bms_is_member(InvalidAttrNumber - FirstLowInvalidHeapAttributeNumber, attrs);
 }
 
 /*
