@@ -122,9 +122,11 @@ ok( $standby->poll_query_until('postgres', q{
 SELECT count(*) = 1 FROM pg_stat_activity
  WHERE query LIKE '%wait(''idle''%' AND wait_event_type = 'Extension'}),
 	'standby: a reader waits for stream "idle"');
+# by its query alone: between its rechecks the waiter is briefly not in
+# its wait event
 my $waiter_pid = $standby->safe_psql('postgres', q{
 SELECT pid FROM pg_stat_activity
- WHERE query LIKE '%wait(''idle''%' AND wait_event_type = 'Extension'});
+ WHERE query LIKE '%wait(''idle''%' AND pid <> pg_backend_pid()});
 
 # the waiting backend's memory, as pg_log_backend_memory_contexts logs it
 sub waiter_memory
