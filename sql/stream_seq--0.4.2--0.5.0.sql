@@ -2,3 +2,246 @@
 -- and seeking by them, retries with backoff and dead letters, resizing
 -- groups, retention policies applied by the extension's worker).
 \echo Use "ALTER EXTENSION stream_seq UPDATE TO '0.5.0'" to load this file. \quit
+
+-- Commit times: an optional time column, named at enable(), that the
+-- commit-time write fills together with the number (one write); seeking
+-- by time from it.
+ALTER TABLE stream_seq.stream ADD COLUMN time_column name;
+COMMENT ON COLUMN stream_seq.stream.time_column IS
+  'the column the commit-time write records the time of each number in, if any (0.5.0)';
+
+DROP FUNCTION stream_seq.enable(regclass, name);
+CREATE FUNCTION stream_seq.enable(stream regclass, seq_column name DEFAULT 'seq',
+                                  time_column name DEFAULT NULL)
+  RETURNS void
+  AS 'MODULE_PATHNAME', 'stream_seq_enable'
+  LANGUAGE C VOLATILE;
+COMMENT ON FUNCTION stream_seq.enable(regclass, name, name) IS
+  'make a table a stream table: numbers assigned at commit into seq_column (and their time into time_column, if named)';
+
+/*
+ * position_at(stream, at): the position to read from to get every row
+ * numbered at or after "at": the number before the first such row below
+ * the horizon, or horizon() - 1 if there is none yet.  The times the
+ * commit-time write records never go down as the numbers go up (see
+ * src/shmem.c, stream_reserve), so a binary search over the stream
+ * column's index finds it; rows with no time (numbered before the stream
+ * had a time column) count as before any time.  Runs as the caller, who
+ * needs SELECT on the table.
+ */
+CREATE FUNCTION stream_seq.position_at(stream regclass, at timestamptz)
+  RETURNS bigint
+  LANGUAGE plpgsql STABLE
+  SET search_path = pg_catalog, pg_temp
+AS $$
+DECLARE
+    col name;
+    tcol name;
+    lo bigint;
+    hi bigint;
+    mid bigint;
+    found_seq bigint;
+    found_time timestamptz;
+BEGIN
+    IF stream IS NULL OR at IS NULL THEN
+        RAISE EXCEPTION 'stream table and time must not be null'
+          USING ERRCODE = 'null_value_not_allowed';
+    END IF;
+    SELECT s.seq_column, s.time_column INTO col, tcol
+      FROM stream_seq.stream s WHERE s.relid = stream;
+    IF NOT FOUND THEN
+        RAISE EXCEPTION 'table "%" is not a stream table', stream
+          USING ERRCODE = 'wrong_object_type',
+                HINT = 'Use stream_seq.enable() to make it one.';
+    END IF;
+    IF tcol IS NULL THEN
+        RAISE EXCEPTION 'stream table "%" has no time column', stream
+          USING ERRCODE = 'object_not_in_prerequisite_state',
+                DETAIL = 'Only a stream enabled with a time column records when its rows were numbered.',
+                HINT = 'Enable the stream with stream_seq.enable(stream, seq_column, time_column).';
+    END IF;
+    -- Invariant: no row numbered at or below lo has a time at or after
+    -- "at"; the first row that has one is numbered hi, or there is none
+    -- below hi = the horizon.
+    hi := stream_seq.horizon(stream);
+    lo := least(stream_seq.first(stream), hi) - 1;
+    WHILE hi - lo > 1 LOOP
+        mid := lo + (hi - lo) / 2;
+        EXECUTE format('SELECT t.%1$I, t.%2$I FROM %3$s t '
+                       ' WHERE t.%1$I > $1 AND t.%1$I <= $2 '
+                       ' ORDER BY t.%1$I DESC LIMIT 1',
+                       col, tcol, stream_seq._page_source(stream, lo))
+          INTO found_seq, found_time USING lo, mid;
+        IF found_seq IS NULL OR found_time IS NULL OR found_time < at THEN
+            lo := mid;
+        ELSE
+            hi := found_seq;
+        END IF;
+    END LOOP;
+    RETURN lo;
+END;
+$$;
+COMMENT ON FUNCTION stream_seq.position_at(regclass, timestamptz) IS
+  'the position after which every row numbered at or after a time follows (needs a time column)';
+
+CREATE FUNCTION stream_seq.create_consumer(stream regclass, consumer text,
+                                           start_at timestamptz)
+  RETURNS void
+  LANGUAGE sql VOLATILE
+  RETURN stream_seq.create_consumer(stream, consumer,
+                                    stream_seq.position_at(stream, start_at));
+COMMENT ON FUNCTION stream_seq.create_consumer(regclass, text, timestamptz) IS
+  'create a consumer positioned before the first row numbered at or after start_at';
+
+CREATE FUNCTION stream_seq.create_group(stream regclass, consumer text, key text,
+                                        slots integer, start_at timestamptz)
+  RETURNS void
+  LANGUAGE sql VOLATILE
+  RETURN stream_seq.create_group(stream, consumer, key, slots,
+                                 stream_seq.position_at(stream, start_at));
+COMMENT ON FUNCTION stream_seq.create_group(regclass, text, text, integer, timestamptz) IS
+  'create a consumer group positioned before the first row numbered at or after start_at';
+
+CREATE FUNCTION stream_seq.reset(stream regclass, consumer text, to_time timestamptz,
+                                 slot integer DEFAULT NULL)
+  RETURNS void
+  LANGUAGE sql VOLATILE
+  RETURN stream_seq.reset(stream, consumer, stream_seq.position_at(stream, to_time), slot);
+COMMENT ON FUNCTION stream_seq.reset(regclass, text, timestamptz, integer) IS
+  'move a consumer, a slot, or all slots of a group to before the first row numbered at or after to_time';
+
+-- Typed reads: the same pages as read(), read_slot() and page(), each row
+-- as the stream table's own row type instead of jsonb.  The stream is
+-- named by a value of its row type, usually NULL::table.
+CREATE FUNCTION stream_seq._stream_of_row_type(row_type regtype) RETURNS regclass
+  LANGUAGE plpgsql STABLE
+  SET search_path = pg_catalog, pg_temp
+AS $$
+DECLARE
+    rel regclass;
+BEGIN
+    SELECT t.typrelid INTO rel FROM pg_catalog.pg_type t
+     WHERE t.oid = row_type AND t.typrelid <> 0;
+    IF rel IS NULL OR NOT EXISTS (SELECT FROM stream_seq.stream s WHERE s.relid = rel) THEN
+        RAISE EXCEPTION 'type % is not the row type of a stream table', row_type
+          USING ERRCODE = 'wrong_object_type',
+                HINT = 'Name the stream by a value of its row type, such as NULL::events.';
+    END IF;
+    RETURN rel;
+END;
+$$;
+COMMENT ON FUNCTION stream_seq._stream_of_row_type(regtype) IS
+  'internal: the stream table whose row type this is, for the typed reads';
+
+/*
+ * read_rows(NULL::table, consumer, max_rows): read() with each row as the
+ * table's row type.  Runs as the caller, who needs SELECT on the table.
+ */
+CREATE FUNCTION stream_seq.read_rows(stream anyelement, consumer text,
+                                     max_rows integer DEFAULT 100)
+  RETURNS SETOF anyelement
+  LANGUAGE plpgsql STABLE
+  SET search_path = pg_catalog, pg_temp
+AS $$
+DECLARE
+    rel regclass := stream_seq._stream_of_row_type(pg_catalog.pg_typeof(stream));
+    after bigint := stream_seq.position(rel, consumer);
+    col name;
+    first_kept bigint;
+BEGIN
+    IF max_rows IS NULL OR max_rows < 1 THEN
+        RAISE EXCEPTION 'max_rows must be at least 1'
+          USING ERRCODE = 'invalid_parameter_value';
+    END IF;
+    SELECT s.seq_column, s.trimmed_before INTO col, first_kept
+      FROM stream_seq.stream s WHERE s.relid = rel;
+    IF after < first_kept - 1 THEN
+        RAISE EXCEPTION 'rows after position % of consumer "%" were trimmed from stream table "%"',
+              after, consumer, rel
+          USING ERRCODE = 'object_not_in_prerequisite_state',
+                DETAIL = format('The stream now starts at %s.', first_kept),
+                HINT = format('To skip the trimmed rows, run SELECT stream_seq.advance(%L, %L, %s).',
+                              rel::text, consumer, first_kept - 1);
+    END IF;
+    RETURN QUERY EXECUTE format(
+        'SELECT t.* FROM %2$s t '
+        ' WHERE t.%1$I > $1 AND t.%1$I < stream_seq.horizon($3) '
+        ' ORDER BY t.%1$I LIMIT $2', col, stream_seq._page_source(rel, after, max_rows))
+      USING after, max_rows, rel;
+END;
+$$;
+COMMENT ON FUNCTION stream_seq.read_rows(anyelement, text, integer) IS
+  'read() with rows of the stream table''s own type: name the stream as NULL::table';
+
+CREATE FUNCTION stream_seq.read_slot_rows(stream anyelement, consumer text, slot integer,
+                                          token bigint, max_rows integer DEFAULT 100)
+  RETURNS SETOF anyelement
+  LANGUAGE plpgsql STABLE
+  SET search_path = pg_catalog, pg_temp
+AS $$
+DECLARE
+    rel regclass := stream_seq._stream_of_row_type(pg_catalog.pg_typeof(stream));
+    st record;
+    first_kept bigint := stream_seq.first(rel);
+BEGIN
+    IF max_rows IS NULL OR max_rows < 1 THEN
+        RAISE EXCEPTION 'max_rows must be at least 1'
+          USING ERRCODE = 'invalid_parameter_value';
+    END IF;
+    st := stream_seq._slot_state(rel, consumer, slot, token);
+    IF st.position < first_kept - 1 THEN
+        RAISE EXCEPTION 'rows after position % of slot % of group "%" were trimmed from stream table "%"',
+              st.position, slot, consumer, rel
+          USING ERRCODE = 'object_not_in_prerequisite_state',
+                DETAIL = format('The stream now starts at %s.', first_kept),
+                HINT = 'The owner of the group can move the slot with stream_seq.reset().';
+    END IF;
+    RETURN QUERY EXECUTE format(
+        'SELECT t.* FROM %2$s t '
+        ' WHERE %3$s = $1 AND t.%1$I > $2 AND t.%1$I < stream_seq.horizon($3) '
+        ' ORDER BY t.%1$I LIMIT $4', st.seq_column,
+        stream_seq._page_source(rel, st.position), st.slot_expr)
+      USING slot, st.position, rel, max_rows;
+END;
+$$;
+COMMENT ON FUNCTION stream_seq.read_slot_rows(anyelement, text, integer, bigint, integer) IS
+  'read_slot() with rows of the stream table''s own type: name the stream as NULL::table';
+
+CREATE FUNCTION stream_seq.page_rows(stream anyelement, after bigint,
+                                     max_rows integer DEFAULT 100)
+  RETURNS SETOF anyelement
+  LANGUAGE plpgsql STABLE
+  SET search_path = pg_catalog, pg_temp
+AS $$
+DECLARE
+    rel regclass := stream_seq._stream_of_row_type(pg_catalog.pg_typeof(stream));
+    col name;
+    first_kept bigint;
+BEGIN
+    IF after IS NULL THEN
+        RAISE EXCEPTION 'stream table and position must not be null'
+          USING ERRCODE = 'null_value_not_allowed';
+    END IF;
+    IF max_rows IS NULL OR max_rows < 1 THEN
+        RAISE EXCEPTION 'max_rows must be at least 1'
+          USING ERRCODE = 'invalid_parameter_value';
+    END IF;
+    SELECT s.seq_column, s.trimmed_before INTO col, first_kept
+      FROM stream_seq.stream s WHERE s.relid = rel;
+    IF after < first_kept - 1 AND first_kept > 1 THEN
+        RAISE EXCEPTION 'rows after position % were trimmed from stream table "%"',
+              after, rel
+          USING ERRCODE = 'object_not_in_prerequisite_state',
+                DETAIL = format('The stream now starts at %s.', first_kept),
+                HINT = format('To read what is kept, page from position %s.',
+                              first_kept - 1);
+    END IF;
+    RETURN QUERY EXECUTE format(
+        'SELECT t.* FROM %2$s t '
+        ' WHERE t.%1$I > $1 AND t.%1$I < stream_seq.horizon($3) '
+        ' ORDER BY t.%1$I LIMIT $2', col, stream_seq._page_source(rel, after, max_rows))
+      USING after, max_rows, rel;
+END;
+$$;
+COMMENT ON FUNCTION stream_seq.page_rows(anyelement, bigint, integer) IS
+  'page() with rows of the stream table''s own type: name the stream as NULL::table';

@@ -91,6 +91,7 @@ typedef struct XactStream
 	bool		has_entry;		/* our entry is in the shared list */
 	int64		cur_next;		/* current reserved range [cur_next, cur_end) */
 	int64		cur_end;
+	TimestampTz cur_time;		/* and the time it was reserved at */
 } XactStream;
 
 /*
@@ -102,14 +103,17 @@ typedef struct XactWriter
 {
 	Oid			relid;			/* hash key */
 	AttrNumber	seq_attnum;		/* the stream column, in this table */
+	AttrNumber	time_attnum;	/* the time column, or InvalidAttrNumber */
 	EState	   *estate;
 	ResultRelInfo *rri;
 	TupleTableSlot *newslot;
 	TupleTableSlot *fetchslot;
-	bool	   *key_changes;	/* per index: it covers the stream column */
+	bool	   *key_changes;	/* per index: it covers the stream column or
+								 * the time column */
 	ExprState **predicates;		/* per partial index, prepared on first use */
 	bool		full_index_on_column;	/* an index with no predicate covers
-										 * the stream column: never heap-only */
+										 * a column the write sets: never
+										 * heap-only */
 } XactWriter;
 
 /* What table_tuple_update says about index entries for the new version. */
@@ -203,6 +207,7 @@ xact_writer_get(StreamTarget *target)
 		if (writer->relid == target->relid)
 		{
 			writer->seq_attnum = target->seq_attnum;
+			writer->time_attnum = target->time_attnum;
 			return writer;
 		}
 	}
@@ -210,6 +215,7 @@ xact_writer_get(StreamTarget *target)
 	writer = palloc0(sizeof(XactWriter));
 	writer->relid = target->relid;
 	writer->seq_attnum = target->seq_attnum;
+	writer->time_attnum = target->time_attnum;
 	xact_writers = lappend(xact_writers, writer);
 	MemoryContextSwitchTo(oldcxt);
 	return writer;
@@ -296,6 +302,14 @@ stream_seq_guard_trigger(PG_FUNCTION_ARGS)
 	target = stream_lookup_target(rel);
 	ref = stream_lookup(target->stream, false);
 
+	if (TRIGGER_FIRED_BY_UPDATE(trigdata->tg_event) &&
+		target->time_attnum != InvalidAttrNumber)
+		ereport(ERROR,
+				(errcode(ERRCODE_GENERATED_ALWAYS),
+				 errmsg("columns \"%s\" and \"%s\" of stream table \"%s\" cannot be updated",
+						column_name(ref), get_attname(ref->relid, ref->time_attnum, false),
+						RelationGetRelationName(rel)),
+				 errdetail("Stream numbers and their times are written by stream_seq when the inserting transaction commits.")));
 	if (TRIGGER_FIRED_BY_UPDATE(trigdata->tg_event))
 		ereport(ERROR,
 				(errcode(ERRCODE_GENERATED_ALWAYS),
@@ -333,6 +347,16 @@ stream_seq_guard_trigger(PG_FUNCTION_ARGS)
 						column_name(ref), RelationGetRelationName(rel)),
 				 errdetail("Stream numbers are assigned by stream_seq when the inserting transaction commits.")));
 
+	if (target->time_attnum != InvalidAttrNumber &&
+		!heap_attisnull(trigdata->tg_trigtuple, target->time_attnum,
+						RelationGetDescr(rel)))
+		ereport(ERROR,
+				(errcode(ERRCODE_GENERATED_ALWAYS),
+				 errmsg("cannot insert a non-null value into column \"%s\" of stream table \"%s\"",
+						get_attname(ref->relid, ref->time_attnum, false),
+						RelationGetRelationName(rel)),
+				 errdetail("It is the stream's time column: stream_seq writes it together with the number when the inserting transaction commits.")));
+
 	/* too late: its assignment event would never fire */
 	if (past_pre_commit)
 		report_late_row(RelationGetRelationName(rel));
@@ -365,10 +389,11 @@ stream_seq_guard_trigger(PG_FUNCTION_ARGS)
  *		The next number for a row of this transaction, reserving more when
  *		the current range is used up.  The first reservation asks for all
  *		rows the guard counted; rows deleted or rolled back since make the
- *		estimate high, and the tail is given back before commit.
+ *		estimate high, and the tail is given back before commit.  The
+ *		time of the reservation the number came from goes to *numbered_at.
  */
 static int64
-take_number(XactStream *xs)
+take_number(XactStream *xs, TimestampTz *numbered_at)
 {
 	if (xs->cur_next >= xs->cur_end)
 	{
@@ -376,7 +401,8 @@ take_number(XactStream *xs)
 		int64		lo;
 		int64		n;
 
-		n = stream_take_numbers(xs->ref, want, xs->has_entry, &lo);
+		n = stream_take_numbers(xs->ref, want, xs->has_entry, &lo,
+								&xs->cur_time);
 		xs->has_entry = true;
 		xs->slotno = xs->ref->slotno;
 		xs->generation = xs->ref->generation;
@@ -384,6 +410,7 @@ take_number(XactStream *xs)
 		xs->cur_end = lo + n;
 	}
 	xs->numbered++;
+	*numbered_at = xs->cur_time;
 	return xs->cur_next++;
 }
 
@@ -461,7 +488,9 @@ open_writer(XactWriter *w, Relation trigrel)
 	{
 		IndexInfo  *info = w->rri->ri_IndexRelationInfo[i];
 
-		w->key_changes[i] = index_covers_column(info, w->seq_attnum);
+		w->key_changes[i] = index_covers_column(info, w->seq_attnum) ||
+			(w->time_attnum != InvalidAttrNumber &&
+			 index_covers_column(info, w->time_attnum));
 		if (w->key_changes[i] && info->ii_Predicate == NIL &&
 			info->ii_ReadyForInserts && !index_is_summarizing(info))
 			w->full_index_on_column = true;
@@ -705,8 +734,10 @@ may_be_heap_only(XactWriter *w, TupleTableSlot *row)
 
 /*
  * update_heap_only
- *		table_tuple_update with the stream column left out of the columns
- *		that block a heap-only (HOT) update, for this one call: heap_update
+ *		table_tuple_update with the stream column (and the time column,
+ *		which the same write sets; everything said here of the stream
+ *		column holds for both) left out of the columns that block a
+ *		heap-only (HOT) update, for this one call: heap_update
  *		then makes the new version heap-only whenever it fits on the old
  *		one's page, and reports that no index needs an entry.
  *
@@ -766,6 +797,9 @@ update_heap_only(XactWriter *w, Relation rel, ItemPointer tid,
 	 */
 	narrowed = bms_del_member(bms_copy(saved),
 							  w->seq_attnum - FirstLowInvalidHeapAttributeNumber);
+	if (w->time_attnum != InvalidAttrNumber)
+		narrowed = bms_del_member(narrowed,
+								  w->time_attnum - FirstLowInvalidHeapAttributeNumber);
 	*cached = narrowed;
 	PG_TRY();
 	{
@@ -788,7 +822,8 @@ update_heap_only(XactWriter *w, Relation rel, ItemPointer tid,
 
 /*
  * number_version
- *		Write "number" into the live row version "row" at "tid" as a new
+ *		Write "number" (and "numbered_at" into the time column, if the
+ *		stream has one) into the live row version "row" at "tid" as a new
  *		version.  "as_inserted" says that "row" is the version the
  *		transaction inserted, the root of its chain, and that only this
  *		transaction can see it (not inserted frozen): then the new version
@@ -797,7 +832,8 @@ update_heap_only(XactWriter *w, Relation rel, ItemPointer tid,
  */
 static void
 number_version(XactWriter *w, Relation rel, TupleTableSlot *row,
-			   ItemPointer tid, int64 number, bool as_inserted)
+			   ItemPointer tid, int64 number, TimestampTz numbered_at,
+			   bool as_inserted)
 {
 	AttrNumber	att = w->seq_attnum;
 	HeapTuple	htup;
@@ -835,6 +871,11 @@ number_version(XactWriter *w, Relation rel, TupleTableSlot *row,
 		   sizeof(bool) * row->tts_nvalid);
 	w->newslot->tts_values[att - 1] = Int64GetDatum(number);
 	w->newslot->tts_isnull[att - 1] = false;
+	if (w->time_attnum != InvalidAttrNumber)
+	{
+		w->newslot->tts_values[w->time_attnum - 1] = TimestampTzGetDatum(numbered_at);
+		w->newslot->tts_isnull[w->time_attnum - 1] = false;
+	}
 	ExecStoreVirtualTuple(w->newslot);
 
 	if (try_heap_only)
@@ -922,8 +963,13 @@ stream_seq_assign_trigger(PG_FUNCTION_ARGS)
 	if (!as_inserted)
 		row = live_version(w, rel, row, &tid);
 	if (row != NULL)
-		number_version(w, rel, row, &tid, take_number(xs),
+	{
+		TimestampTz numbered_at;
+		int64		number = take_number(xs, &numbered_at);
+
+		number_version(w, rel, row, &tid, number, numbered_at,
 					   as_inserted && !inserted_frozen(trigdata->tg_trigtuple));
+	}
 	ExecClearTuple(w->fetchslot);	/* drop its buffer pin now */
 	return PointerGetDatum(NULL);
 }

@@ -325,6 +325,8 @@ scan_catalog_row(Oid relid, StreamRef *ref)
 	Snapshot	snapshot;
 	bool		found = false;
 	NameData	column;
+	NameData	time_column;
+	AttrNumber	time_anum;
 
 	if (!OidIsValid(catalog_relid))
 		return false;
@@ -342,9 +344,21 @@ scan_catalog_row(Oid relid, StreamRef *ref)
 		found = true;
 		if (ref != NULL)
 		{
+			Datum		time_datum = (Datum) 0;
+
 			namestrcpy(&column,
 					   NameStr(*DatumGetName(heap_getattr(tuple, Anum_stream_seq_column,
 														  desc, &isnull))));
+
+			/* the time column, from 0.5.0 on; an older catalog has none */
+			time_anum = get_attnum(catalog_relid, "time_column");
+			isnull = true;
+			if (time_anum != InvalidAttrNumber)
+				time_datum = heap_getattr(tuple, time_anum, desc, &isnull);
+			if (isnull)
+				NameStr(time_column)[0] = '\0';
+			else
+				namestrcpy(&time_column, NameStr(*DatumGetName(time_datum)));
 			ref->head_seq = DatumGetObjectId(heap_getattr(tuple,
 														  Anum_stream_head_seq,
 														  desc, &isnull));
@@ -375,6 +389,18 @@ scan_catalog_row(Oid relid, StreamRef *ref)
 					 errmsg("head sequence of stream table \"%s\" is missing",
 							get_rel_name(relid)),
 					 errhint("Disable the stream with stream_seq.disable() and enable it again.")));
+		ref->time_attnum = InvalidAttrNumber;
+		if (NameStr(time_column)[0] != '\0')
+		{
+			ref->time_attnum = get_attnum(relid, NameStr(time_column));
+			if (ref->time_attnum == InvalidAttrNumber ||
+				get_atttype(relid, ref->time_attnum) != TIMESTAMPTZOID)
+				ereport(ERROR,
+						(errcode(ERRCODE_OBJECT_NOT_IN_PREREQUISITE_STATE),
+						 errmsg("time column \"%s\" of stream table \"%s\" is missing or not of type timestamp with time zone",
+								NameStr(time_column), get_rel_name(relid)),
+						 errhint("Disable the stream with stream_seq.disable() and enable it again.")));
+		}
 		ref->head_interval = ((Form_pg_sequence) GETSTRUCT(seqtuple))->seqincrement;
 		ReleaseSysCache(seqtuple);
 

@@ -220,16 +220,19 @@ refill_block(StreamRef *ref)
  * stream_take_numbers
  *		Reserve up to "count" consecutive numbers for the current
  *		transaction (see stream_reserve), starting the counter or refilling
- *		its block as shmem.c asks.  Returns how many; the first is in *lo.
+ *		its block as shmem.c asks.  Returns how many; the first is in *lo,
+ *		the reservation's time (see stream_reserve) in *numbered_at.
  */
 int64
-stream_take_numbers(StreamRef *ref, int64 count, bool have_entry, int64 *lo)
+stream_take_numbers(StreamRef *ref, int64 count, bool have_entry, int64 *lo,
+					TimestampTz *numbered_at)
 {
 	for (;;)
 	{
 		int64		reserved;
 
-		switch (stream_reserve(ref, count, have_entry, lo, &reserved))
+		switch (stream_reserve(ref, count, have_entry, lo, &reserved,
+							   numbered_at))
 		{
 			case RESERVE_DONE:
 				return reserved;

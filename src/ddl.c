@@ -323,15 +323,19 @@ stream_seq_on_sql_drop(PG_FUNCTION_ARGS)
 }
 
 /*
- * stream_guard_column
+ * guard_columns
  *		The stream column's number, from the guard trigger's UPDATE OF
- *		list: attribute numbers survive a rename, names do not.
+ *		list (attribute numbers survive a rename, names do not), and the
+ *		time column's, the second in the list if there is one (else
+ *		InvalidAttrNumber in *time_attnum, when asked).
  */
 static AttrNumber
-stream_guard_column(Relation rel)
+guard_columns(Relation rel, AttrNumber *time_attnum)
 {
 	int			i;
 
+	if (time_attnum != NULL)
+		*time_attnum = InvalidAttrNumber;
 	if (rel->trigdesc == NULL)
 		return InvalidAttrNumber;
 	for (i = 0; i < rel->trigdesc->numtriggers; i++)
@@ -340,10 +344,61 @@ stream_guard_column(Relation rel)
 		const char *name;
 
 		if (stream_is_own_trigger_function(trigger->tgfoid, &name) &&
-			strcmp(name, "stream_seq_guard") == 0 && trigger->tgnattr == 1)
+			strcmp(name, "stream_seq_guard") == 0 &&
+			(trigger->tgnattr == 1 || trigger->tgnattr == 2))
+		{
+			if (time_attnum != NULL && trigger->tgnattr == 2)
+				*time_attnum = trigger->tgattr[1];
 			return trigger->tgattr[0];
+		}
 	}
 	return InvalidAttrNumber;
+}
+
+/*
+ * stream_guard_column
+ *		The stream column's number (see guard_columns).
+ */
+static AttrNumber
+stream_guard_column(Relation rel)
+{
+	return guard_columns(rel, NULL);
+}
+
+/*
+ * check_time_column
+ *		After DDL on a stream table with a time column: it stays a nullable
+ *		timestamptz without a default, and the catalog follows a rename.
+ */
+static void
+check_time_column(Relation rel, AttrNumber attnum)
+{
+	Form_pg_attribute att;
+	Oid			argtypes[2] = {OIDOID, TEXTOID};
+	Datum		values[2];
+
+	if (attnum == InvalidAttrNumber || attnum > RelationGetNumberOfAttributes(rel))
+		return;
+	att = TupleDescAttr(RelationGetDescr(rel), attnum - 1);
+	if (att->atttypid != TIMESTAMPTZOID)
+		ereport(ERROR,
+				(errcode(ERRCODE_FEATURE_NOT_SUPPORTED),
+				 errmsg("cannot change the type of time column \"%s\" of stream table \"%s\"",
+						NameStr(att->attname), RelationGetRelationName(rel)),
+				 errhint("Run stream_seq.disable() first.")));
+	if (att->attnotnull || att->atthasdef)
+		ereport(ERROR,
+				(errcode(ERRCODE_INVALID_TABLE_DEFINITION),
+				 errmsg("time column \"%s\" of stream table \"%s\" cannot have NOT NULL or a default",
+						NameStr(att->attname), RelationGetRelationName(rel)),
+				 errdetail("The time column is written at commit, with the number; rows hold NULL until then.")));
+	values[0] = ObjectIdGetDatum(RelationGetRelid(rel));
+	values[1] = CStringGetTextDatum(NameStr(att->attname));
+	if (stream_catalog_exec("UPDATE stream_seq.stream SET time_column = $2::pg_catalog.name "
+							"WHERE relid::pg_catalog.oid = $1 "
+							"AND time_column OPERATOR(pg_catalog.<>) $2::pg_catalog.name",
+							2, argtypes, values, NULL, 0, NULL) > 0)
+		CacheInvalidateRelcacheByRelid(RelationGetRelid(rel));
 }
 
 /*
@@ -357,7 +412,8 @@ static void
 check_stream_table(Oid relid)
 {
 	Relation	rel = relation_open(relid, AccessShareLock);
-	AttrNumber	attnum = stream_guard_column(rel);
+	AttrNumber	time_attnum;
+	AttrNumber	attnum = guard_columns(rel, &time_attnum);
 	char	   *relname = pstrdup(RelationGetRelationName(rel));
 	Form_pg_attribute att;
 	int			i;
@@ -417,6 +473,7 @@ check_stream_table(Oid relid)
 								2, argtypes, values, NULL, 0, NULL) > 0)
 			CacheInvalidateRelcacheByRelid(relid);
 	}
+	check_time_column(rel, time_attnum);
 	relation_close(rel, AccessShareLock);
 }
 

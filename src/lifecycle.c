@@ -511,12 +511,66 @@ prepare_column(Oid relid, const char *column)
 }
 
 /*
+ * prepare_time_column
+ *		Check the time column (enable()'s time_column), or add it if
+ *		missing: a nullable timestamptz without a default, written only by
+ *		the commit-time write.  Rows already in the table keep what they
+ *		have (NULL in a new column: they count as numbered before any
+ *		time, see position_at()).
+ */
+static void
+prepare_time_column(Oid relid, const char *column, const char *seq_column)
+{
+	AttrNumber	attnum = get_attnum(relid, column);
+	HeapTuple	tuple;
+	Form_pg_attribute att;
+	char	   *relname = get_rel_name(relid);
+
+	if (strcmp(column, seq_column) == 0)
+		ereport(ERROR,
+				(errcode(ERRCODE_INVALID_PARAMETER_VALUE),
+				 errmsg("the time column must differ from the stream column")));
+	if (attnum == InvalidAttrNumber)
+	{
+		stream_caller_exec(psprintf("ALTER TABLE %s ADD COLUMN %s pg_catalog.timestamptz",
+							   qualified_name(relid), quote_identifier(column)), 0, NULL, NULL);
+		CommandCounterIncrement();
+		return;
+	}
+	if (attnum < 0)
+		ereport(ERROR,
+				(errcode(ERRCODE_INVALID_PARAMETER_VALUE),
+				 errmsg("\"%s\" is a system column", column)));
+	tuple = SearchSysCache2(ATTNUM, ObjectIdGetDatum(relid),
+							Int16GetDatum(attnum));
+	if (!HeapTupleIsValid(tuple))
+		elog(ERROR, "cache lookup failed for attribute %d of relation %u",
+			 attnum, relid);
+	att = (Form_pg_attribute) GETSTRUCT(tuple);
+	if (att->atttypid != TIMESTAMPTZOID)
+		ereport(ERROR,
+				(errcode(ERRCODE_DATATYPE_MISMATCH),
+				 errmsg("column \"%s\" of table \"%s\" is of type %s, not timestamp with time zone",
+						column, relname, format_type_be(att->atttypid))));
+	if (att->attidentity != '\0' || att->attgenerated != '\0' ||
+		att->atthasdef || att->attnotnull)
+		ereport(ERROR,
+				(errcode(ERRCODE_INVALID_TABLE_DEFINITION),
+				 errmsg("column \"%s\" of table \"%s\" has NOT NULL, a default or a generation expression",
+						column, relname),
+				 errdetail("The time column is written at commit, with the number; rows hold NULL until then.")));
+	ReleaseSysCache(tuple);
+}
+
+/*
  * stream_seq_enable
- *		SQL: enable(stream regclass, seq_column name DEFAULT 'seq'): make an
- *		ordinary table a stream table.  Adds the column if missing, a
- *		partial unique index on it if there is none, numbers the rows that
- *		have no number (above every number the table ever had), creates the
- *		head sequence and the triggers, and records the stream.
+ *		SQL: enable(stream regclass, seq_column name DEFAULT 'seq',
+ *		time_column name DEFAULT NULL): make an ordinary table a stream
+ *		table.  Adds the column if missing, a partial unique index on it if
+ *		there is none, numbers the rows that have no number (above every
+ *		number the table ever had), creates the head sequence and the
+ *		triggers, and records the stream.  With a time column (0.5.0) the
+ *		commit-time write also records when each number was taken there.
  */
 Datum
 stream_seq_enable(PG_FUNCTION_ARGS)
@@ -534,6 +588,7 @@ stream_seq_enable(PG_FUNCTION_ARGS)
 	char	   *table;
 	StreamRef  *ref;
 	bool		partitioned;
+	char	   *time_column = NULL;
 
 	if (PG_ARGISNULL(0) || PG_ARGISNULL(1))
 		ereport(ERROR,
@@ -541,6 +596,8 @@ stream_seq_enable(PG_FUNCTION_ARGS)
 				 errmsg("stream table and column must not be null")));
 	relid = PG_GETARG_OID(0);
 	column = NameStr(*PG_GETARG_NAME(1));
+	if (PG_NARGS() > 2 && !PG_ARGISNULL(2))
+		time_column = NameStr(*PG_GETARG_NAME(2));
 	stream_check_preloaded();
 
 	check_enable_target(relid);
@@ -556,6 +613,12 @@ stream_seq_enable(PG_FUNCTION_ARGS)
 	attnum = prepare_column(relid, column);
 	if (partitioned)
 		check_partition_columns(relid, column);
+	if (time_column != NULL)
+	{
+		prepare_time_column(relid, time_column, column);
+		if (partitioned)
+			check_partition_columns(relid, time_column);
+	}
 	if (!OidIsValid(stream_unique_index(relid, attnum)))
 	{
 		stream_caller_exec(psprintf("CREATE %sINDEX ON %s (%s) WHERE %s IS NOT NULL",
@@ -595,9 +658,13 @@ stream_seq_enable(PG_FUNCTION_ARGS)
 	head_seq = stream_create_head_sequence(relid, column, start,
 										   stream_seq_head_interval);
 
-	stream_caller_exec(psprintf("CREATE TRIGGER stream_seq_guard BEFORE INSERT OR UPDATE OF %s ON %s "
+	/* UPDATE OF lists the stream column first (ddl.c follows renames) */
+	stream_caller_exec(psprintf("CREATE TRIGGER stream_seq_guard BEFORE INSERT OR UPDATE OF %s%s%s ON %s "
 						   "FOR EACH ROW EXECUTE FUNCTION stream_seq.guard_trigger()",
-						   quote_identifier(column), table), 0, NULL, NULL);
+						   quote_identifier(column),
+						   time_column != NULL ? ", " : "",
+						   time_column != NULL ? quote_identifier(time_column) : "",
+						   table), 0, NULL, NULL);
 	stream_caller_exec(psprintf("CREATE CONSTRAINT TRIGGER stream_seq_assign AFTER INSERT ON %s "
 						   "DEFERRABLE INITIALLY DEFERRED "
 						   "FOR EACH ROW EXECUTE FUNCTION stream_seq.assign_trigger()",
@@ -629,10 +696,17 @@ stream_seq_enable(PG_FUNCTION_ARGS)
 
 	stream_catalog_insert(relid, column, head_seq);
 	{
-		Oid			argtypes[1] = {OIDOID};
-		Datum		values[1];
+		Oid			argtypes[2] = {OIDOID, TEXTOID};
+		Datum		values[2];
 
 		values[0] = ObjectIdGetDatum(relid);
+		if (time_column != NULL)
+		{
+			values[1] = CStringGetTextDatum(time_column);
+			stream_catalog_exec("UPDATE stream_seq.stream SET time_column = $2::pg_catalog.name "
+								"WHERE relid::pg_catalog.oid = $1",
+								2, argtypes, values, NULL, 0, NULL);
+		}
 		stream_catalog_exec("DELETE FROM stream_seq.retired WHERE relid::pg_catalog.oid = $1",
 							1, argtypes, values, NULL, 0, NULL);
 	}

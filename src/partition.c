@@ -247,6 +247,7 @@ stream_lookup_target(Relation rel)
 
 		target->stream = relid;
 		target->seq_attnum = ref->seq_attnum;
+		target->time_attnum = ref->time_attnum;
 		target->sealed = false;
 		target->detaching = false;
 	}
@@ -269,6 +270,15 @@ stream_lookup_target(Relation rel)
 		if (target->seq_attnum == InvalidAttrNumber)
 			elog(ERROR, "partition \"%s\" has no column \"%s\"",
 				 RelationGetRelationName(rel), column);
+		target->time_attnum = InvalidAttrNumber;
+		if (ref->time_attnum != InvalidAttrNumber)
+		{
+			column = get_attname(root, ref->time_attnum, false);
+			target->time_attnum = get_attnum(relid, column);
+			if (target->time_attnum == InvalidAttrNumber)
+				elog(ERROR, "partition \"%s\" has no column \"%s\"",
+					 RelationGetRelationName(rel), column);
+		}
 		target->sealed = partition_is_sealed(relid);
 		target->detaching = partition_detaching(relid);
 	}

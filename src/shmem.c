@@ -154,6 +154,8 @@ typedef struct StreamSlot
 	bool		started;		/* next/block_end are valid */
 	int64		next;			/* next number to hand out */
 	int64		block_end;		/* numbers below this are recorded durably */
+	TimestampTz numbered_at;	/* time given to the last reservation: the
+								 * times of reservations never go down */
 
 	/*
 	 * Committed entries that neither the list nor the evicted store could
@@ -388,6 +390,7 @@ reset_slot(StreamSlot *slot, Oid dboid, Oid relid)
 	slot->started = false;
 	slot->next = 0;
 	slot->block_end = 0;
+	slot->numbered_at = 0;
 	slot->floor_active = false;
 	slot->floor_may_run = false;
 	slot->nevicted = 0;
@@ -1038,10 +1041,15 @@ maybe_prune(StreamRef *ref, FullTransactionId next)
  *		counter (invariant 3).  A counter not yet started, or at the end of
  *		its recorded block, is reported to the caller (counter.c), which
  *		does the catalog work and asks again.
+ *
+ *		*numbered_at gets the reservation's time: the current time, or the
+ *		time of the stream's previous reservation if the clock says
+ *		earlier, so that times never go down as numbers go up (while the
+ *		server runs).  The stream's time column records it (assign.c).
  */
 StreamReserveResult
 stream_reserve(StreamRef *ref, int64 count, bool have_entry, int64 *lo,
-			   int64 *reserved)
+			   int64 *reserved, TimestampTz *numbered_at)
 {
 	FullTransactionId xid = GetTopFullTransactionId();
 	FullTransactionId next_xid = ReadNextFullTransactionId();
@@ -1076,6 +1084,10 @@ stream_reserve(StreamRef *ref, int64 count, bool have_entry, int64 *lo,
 	n = Min(count, slot->block_end - slot->next);
 	*lo = slot->next;
 	slot->next += n;
+	if (now < slot->numbered_at)
+		now = slot->numbered_at;
+	slot->numbered_at = now;
+	*numbered_at = now;
 	e = entry_of(slot, xid);
 	if (e != NULL)
 		e->hi = slot->next;

@@ -73,6 +73,8 @@ typedef struct StreamRef
 	Oid			relid;			/* hash key */
 	bool		valid;
 	AttrNumber	seq_attnum;
+	AttrNumber	time_attnum;	/* the time column (0.5.0), or
+								 * InvalidAttrNumber */
 	Oid			head_seq;		/* sequence that records the head */
 	int64		head_interval;	/* its increment: numbers per recorded block */
 	Oid			owner;			/* table owner */
@@ -90,6 +92,7 @@ typedef struct StreamTarget
 	bool		valid;
 	Oid			stream;			/* the stream table its rows belong to */
 	AttrNumber	seq_attnum;		/* the stream column, in this table */
+	AttrNumber	time_attnum;	/* the time column, or InvalidAttrNumber */
 	bool		sealed;			/* a sealed partition: takes no rows */
 	bool		detaching;		/* being detached concurrently: neither */
 	bool		pglogical;		/* pglogical installed: look at its sets */
@@ -227,7 +230,8 @@ extern void stream_counter_extend(StreamRef *ref, int64 block_start,
 								  int64 block_end);
 extern StreamReserveResult stream_reserve(StreamRef *ref, int64 count,
 										  bool have_entry, int64 *lo,
-										  int64 *reserved);
+										  int64 *reserved,
+										  TimestampTz *numbered_at);
 extern void stream_add_entry(StreamRef *ref, int64 lo);
 extern void stream_shrink(StreamRef *ref, int64 unused_from, int64 unused_to);
 extern void stream_finish_entry(int slotno, uint32 generation,
@@ -297,7 +301,7 @@ extern void stream_run_as_end(int save_nestlevel, Oid save_userid,
 extern void stream_counter_raise(StreamRef *ref, int64 number);
 extern int64 stream_start_counter(StreamRef *ref);
 extern int64 stream_take_numbers(StreamRef *ref, int64 count, bool have_entry,
-								 int64 *lo);
+								 int64 *lo, TimestampTz *numbered_at);
 extern int64 stream_recorded_end(Oid head_seq, int64 interval);
 extern int64 stream_table_max(StreamRef *ref, Snapshot snapshot);
 extern Oid	stream_create_head_sequence(Oid relid, const char *column,
