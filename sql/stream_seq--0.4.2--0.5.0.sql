@@ -245,3 +245,153 @@ END;
 $$;
 COMMENT ON FUNCTION stream_seq.page_rows(anyelement, bigint, integer) IS
   'page() with rows of the stream table''s own type: name the stream as NULL::table';
+
+-- Retries and dead letters (src/parking.c): a retry policy per consumer;
+-- park() schedules a row for another try, or makes it a dead letter past
+-- the policy's maximum; due() hands back the rows whose retry is due.
+ALTER TABLE stream_seq.consumer
+  ADD COLUMN max_attempts integer CHECK (max_attempts >= 1),
+  ADD COLUMN retry_delay interval,
+  ADD COLUMN retry_backoff double precision CHECK (retry_backoff BETWEEN 1 AND 10),
+  ADD COLUMN retry_max_delay interval;
+ALTER TABLE stream_seq.parked
+  ADD COLUMN due_at timestamptz,
+  ADD COLUMN dead boolean NOT NULL DEFAULT false;
+CREATE INDEX parked_due ON stream_seq.parked (stream, consumer, due_at)
+  WHERE NOT resolved AND NOT dead AND due_at IS NOT NULL;
+COMMENT ON COLUMN stream_seq.parked.due_at IS
+  'when the row is due for another try through due() (NULL: only replay() hands it back)';
+COMMENT ON COLUMN stream_seq.parked.dead IS
+  'a dead letter: failed the consumer''s maximum of attempts; replay() or revive() hand it back';
+
+DROP FUNCTION stream_seq.park(regclass, text, bigint, text);
+CREATE FUNCTION stream_seq.park(stream regclass, consumer text, seq bigint,
+                                reason text DEFAULT NULL,
+                                retry_after interval DEFAULT NULL)
+  RETURNS void
+  AS 'MODULE_PATHNAME', 'stream_seq_park'
+  LANGUAGE C VOLATILE;
+COMMENT ON FUNCTION stream_seq.park(regclass, text, bigint, text, interval) IS
+  'set a row aside in the caller''s transaction, which then advances past it; retried when due by the consumer''s policy or retry_after';
+
+DROP FUNCTION stream_seq.replay(regclass, text, integer);
+DROP FUNCTION stream_seq._take_parked(regclass, text, integer);
+CREATE FUNCTION stream_seq._take_parked(stream regclass, consumer text, max_rows integer,
+                                        only_due boolean DEFAULT false)
+  RETURNS TABLE (seq bigint, reason text, attempts integer)
+  AS 'MODULE_PATHNAME', 'stream_seq_take_parked'
+  LANGUAGE C VOLATILE;
+COMMENT ON FUNCTION stream_seq._take_parked(regclass, text, integer, boolean) IS
+  'internal: mark parked rows resolved in the caller''s transaction, for replay() and due()';
+
+CREATE FUNCTION stream_seq.replay(stream regclass, consumer text,
+                                  max_rows integer DEFAULT 100)
+  RETURNS TABLE (seq bigint, "row" jsonb, reason text, attempts integer)
+  LANGUAGE plpgsql VOLATILE
+  SET search_path = pg_catalog, pg_temp
+AS $$
+DECLARE
+    col name;
+BEGIN
+    SELECT s.seq_column INTO col FROM stream_seq.stream s WHERE s.relid = stream;
+    RETURN QUERY EXECUTE format(
+        'SELECT p.seq, pg_catalog.to_jsonb(t), p.reason, p.attempts '
+        '  FROM stream_seq._take_parked($1, $2, $3) p '
+        '  LEFT JOIN %1$s %2$s t ON t.%3$I = p.seq ORDER BY p.seq',
+        CASE WHEN (SELECT c.relkind FROM pg_catalog.pg_class c
+                    WHERE c.oid = stream) = 'p' THEN '' ELSE 'ONLY' END,
+        stream, col)
+      USING stream, consumer, max_rows;
+END;
+$$;
+COMMENT ON FUNCTION stream_seq.replay(regclass, text, integer) IS
+  'parked rows of a consumer, dead letters included, lowest first, marked resolved when the caller commits';
+
+/*
+ * due(stream, consumer, max_rows): the consumer's parked rows whose retry
+ * is due (not dead letters), lowest first, each with the row as jsonb and
+ * how often it failed; marked resolved when the caller commits (parking
+ * one again counts another attempt).  Runs as the caller.
+ */
+CREATE FUNCTION stream_seq.due(stream regclass, consumer text,
+                               max_rows integer DEFAULT 100)
+  RETURNS TABLE (seq bigint, "row" jsonb, reason text, attempts integer)
+  LANGUAGE plpgsql VOLATILE
+  SET search_path = pg_catalog, pg_temp
+AS $$
+DECLARE
+    col name;
+BEGIN
+    SELECT s.seq_column INTO col FROM stream_seq.stream s WHERE s.relid = stream;
+    RETURN QUERY EXECUTE format(
+        'SELECT p.seq, pg_catalog.to_jsonb(t), p.reason, p.attempts '
+        '  FROM stream_seq._take_parked($1, $2, $3, true) p '
+        '  LEFT JOIN %1$s %2$s t ON t.%3$I = p.seq ORDER BY p.seq',
+        CASE WHEN (SELECT c.relkind FROM pg_catalog.pg_class c
+                    WHERE c.oid = stream) = 'p' THEN '' ELSE 'ONLY' END,
+        stream, col)
+      USING stream, consumer, max_rows;
+END;
+$$;
+COMMENT ON FUNCTION stream_seq.due(regclass, text, integer) IS
+  'parked rows of a consumer whose retry is due, lowest first, marked resolved when the caller commits';
+
+CREATE FUNCTION stream_seq.set_retry_policy(stream regclass, consumer text,
+                                            max_attempts integer,
+                                            delay interval DEFAULT '10 seconds',
+                                            backoff double precision DEFAULT 2,
+                                            max_delay interval DEFAULT '1 hour')
+  RETURNS void
+  AS 'MODULE_PATHNAME', 'stream_seq_set_retry_policy'
+  LANGUAGE C VOLATILE;
+COMMENT ON FUNCTION stream_seq.set_retry_policy(regclass, text, integer, interval, double precision, interval) IS
+  'retry parked rows of a consumer: at most max_attempts failures, waiting delay * backoff^(n-1), at most max_delay (max_attempts NULL: no retries)';
+
+CREATE FUNCTION stream_seq.revive(stream regclass, consumer text, seq bigint DEFAULT NULL)
+  RETURNS bigint
+  AS 'MODULE_PATHNAME', 'stream_seq_revive'
+  LANGUAGE C VOLATILE;
+COMMENT ON FUNCTION stream_seq.revive(regclass, text, bigint) IS
+  'make a consumer''s dead letters (or one of them) due again now; returns how many';
+
+CREATE OR REPLACE VIEW stream_seq.parked_rows WITH (security_barrier) AS
+SELECT p.stream, p.consumer, p.seq, p.reason, p.attempts, p.first_failed, p.last_failed,
+       p.due_at, p.dead
+  FROM stream_seq.parked p
+ WHERE NOT p.resolved AND pg_catalog.has_table_privilege(p.stream, 'SELECT');
+COMMENT ON VIEW stream_seq.parked_rows IS
+  'rows set aside by consumers of streams the caller may read, not yet handed back: when each is due for a retry, or that it is a dead letter';
+
+CREATE OR REPLACE VIEW stream_seq.consumers WITH (security_barrier) AS
+SELECT c.stream,
+       c.consumer,
+       p.position,
+       greatest(stream_seq.horizon(c.stream) - 1 - p.position, 0) AS lag,
+       pg_catalog.now() - p.advanced_at AS since_advance,
+       c.owner,
+       c.slots,
+       c.reset_at,
+       c.reset_by,
+       c.reset_from,
+       c.max_attempts,
+       c.retry_delay,
+       c.retry_backoff,
+       c.retry_max_delay,
+       k.parked,
+       k.dead_letters
+  FROM stream_seq.consumer c
+  CROSS JOIN LATERAL (
+       SELECT CASE WHEN c.slots IS NULL THEN c.position
+                   ELSE (SELECT pg_catalog.min(s.position) FROM stream_seq.consumer_slot s
+                          WHERE s.stream = c.stream AND s.consumer = c.consumer) END AS position,
+              CASE WHEN c.slots IS NULL THEN c.advanced_at
+                   ELSE (SELECT pg_catalog.max(s.advanced_at) FROM stream_seq.consumer_slot s
+                          WHERE s.stream = c.stream AND s.consumer = c.consumer) END AS advanced_at) p
+  CROSS JOIN LATERAL (
+       SELECT pg_catalog.count(*) FILTER (WHERE NOT x.dead) AS parked,
+              pg_catalog.count(*) FILTER (WHERE x.dead) AS dead_letters
+         FROM stream_seq.parked x
+        WHERE x.stream = c.stream AND x.consumer = c.consumer AND NOT x.resolved) k
+ WHERE pg_catalog.has_table_privilege(c.stream, 'SELECT');
+COMMENT ON VIEW stream_seq.consumers IS
+  'consumers of the streams the caller may read, with their lag in numbers (a group: its slowest slot), retry policy, parked rows and dead letters';

@@ -3,8 +3,8 @@
  * group.c
  *	  Consumer groups: one consumer whose rows are split into slots by a
  *	  stable hash of a key, so that several workers share the work while
- *	  the rows of one key stay in order; leases with fencing; parked rows;
- *	  explicit resets.  Also the slowest consumer of a stream, plain or
+ *	  the rows of one key stay in order; leases with fencing; explicit
+ *	  resets.  Also the slowest consumer of a stream, plain or
  *	  group, which retention must not pass.
  *
  * A group is a row of stream_seq.consumer with "slots" set, and one row per
@@ -34,15 +34,7 @@
  * Time (the lease) only decides when a slot may be taken over; the token
  * alone decides whether an advance is allowed.
  *
- * Parked rows.  park() sets a row aside in the transaction that advances
- * past it; replay() returns parked rows and marks them resolved in the
- * caller's transaction, so each is applied once, when that transaction
- * commits (a rollback leaves it parked; parking it again in the same
- * transaction counts one more attempt and keeps its history).  Resolved
- * rows are deleted by the next replay().
- * Later rows of the parked row's key are not held back: a row that always
- * fails must not stop its key, or its slot, forever; a worker that needs
- * strict per-key order for a key should not park its rows.
+ * Parked rows, retries and dead letters are in parking.c.
  *
  * Privileges, as for consumers: the creating role owns a group; claim,
  * read and advance need SELECT on the stream table and to be (a member of)
@@ -74,8 +66,6 @@ PG_FUNCTION_INFO_V1(stream_seq_release);
 PG_FUNCTION_INFO_V1(stream_seq_slot_state);
 PG_FUNCTION_INFO_V1(stream_seq_advance_slot);
 PG_FUNCTION_INFO_V1(stream_seq_slot_position);
-PG_FUNCTION_INFO_V1(stream_seq_park);
-PG_FUNCTION_INFO_V1(stream_seq_take_parked);
 PG_FUNCTION_INFO_V1(stream_seq_reset);
 PG_FUNCTION_INFO_V1(stream_seq_slot_backlog);
 
@@ -599,136 +589,6 @@ stream_seq_slot_position(PG_FUNCTION_ARGS)
 	(void) stream_lookup(relid, false);
 	check_slot(slot, group_lookup(relid, consumer));
 	PG_RETURN_INT64(slot_row(relid, consumer, slot, false, &token));
-}
-
-/*
- * stream_seq_park
- *		SQL: park(stream, consumer, seq, reason text DEFAULT NULL): set row
- *		"seq" aside, in the caller's transaction (which then advances past
- *		it); parking it again counts another attempt.  For groups and plain
- *		consumers alike.
- */
-Datum
-stream_seq_park(PG_FUNCTION_ARGS)
-{
-	Oid			relid;
-	char	   *consumer;
-	int64		seq;
-	Oid			owner;
-	Oid			argtypes[4] = {REGCLASSOID, TEXTOID, INT8OID, TEXTOID};
-	Datum		values[4];
-	char		nulls[4] = {' ', ' ', ' ', ' '};
-	int64		horizon;
-
-	stream_check_not_null(fcinfo, 3, "stream table, consumer name and number");
-	relid = PG_GETARG_OID(0);
-	consumer = text_to_cstring(PG_GETARG_TEXT_PP(1));
-	seq = PG_GETARG_INT64(2);
-	stream_check_select(relid);
-	horizon = stream_statement_horizon(stream_lookup(relid, false));
-	(void) stream_consumer_lookup(relid, consumer, false, &owner, NULL);
-	stream_check_consumer_owner(relid, consumer, owner);
-	if (seq < 1 || seq >= horizon)
-		ereport(ERROR,
-				(errcode(ERRCODE_INVALID_PARAMETER_VALUE),
-				 errmsg("cannot park row " INT64_FORMAT " of stream table \"%s\"",
-						seq, get_rel_name(relid)),
-				 errdetail("The horizon is " INT64_FORMAT "; a parked row must be below it.",
-						   horizon)));
-
-	values[0] = ObjectIdGetDatum(relid);
-	values[1] = CStringGetTextDatum(consumer);
-	values[2] = Int64GetDatum(seq);
-	if (PG_ARGISNULL(3))
-	{
-		values[3] = (Datum) 0;
-		nulls[3] = 'n';
-	}
-	else
-		values[3] = PointerGetDatum(PG_GETARG_TEXT_PP(3));
-	stream_catalog_hold(relid, consumer);
-	stream_catalog_exec_nulls("INSERT INTO stream_seq.parked "
-							  "(stream, consumer, seq, reason) VALUES ($1, $2, $3, $4) "
-							  "ON CONFLICT (stream, consumer, seq) DO UPDATE "
-							  "SET attempts = parked.attempts + 1, resolved = false, "
-							  "reason = excluded.reason, last_failed = pg_catalog.now()",
-							  4, argtypes, values, nulls);
-	PG_RETURN_VOID();
-}
-
-/*
- * stream_seq_take_parked
- *		SQL: _take_parked(stream, consumer, max_rows) RETURNS TABLE (seq,
- *		reason, attempts), for replay(): marks up to max_rows parked rows of
- *		the consumer resolved, lowest first, skipping those another replay
- *		has locked, in the caller's transaction; deletes the rows earlier
- *		replays resolved.
- */
-Datum
-stream_seq_take_parked(PG_FUNCTION_ARGS)
-{
-	ReturnSetInfo *rsinfo = (ReturnSetInfo *) fcinfo->resultinfo;
-	Oid			relid;
-	char	   *consumer;
-	int32		max_rows;
-	Oid			owner;
-	Oid			argtypes[3] = {REGCLASSOID, TEXTOID, INT4OID};
-	Datum		values[3];
-	int			save_nestlevel;
-	Oid			save_userid;
-	int			save_sec_context;
-	uint64		i;
-
-	stream_check_not_null(fcinfo, 3, "stream table, consumer name and max_rows");
-	relid = PG_GETARG_OID(0);
-	consumer = text_to_cstring(PG_GETARG_TEXT_PP(1));
-	max_rows = PG_GETARG_INT32(2);
-	if (max_rows < 1)
-		ereport(ERROR,
-				(errcode(ERRCODE_INVALID_PARAMETER_VALUE),
-				 errmsg("max_rows must be at least 1")));
-	stream_check_select(relid);
-	(void) stream_lookup(relid, false);
-	(void) stream_consumer_lookup(relid, consumer, false, &owner, NULL);
-	stream_check_consumer_owner(relid, consumer, owner);
-
-	InitMaterializedSRF(fcinfo, 0);
-	values[0] = ObjectIdGetDatum(relid);
-	values[1] = CStringGetTextDatum(consumer);
-	values[2] = Int32GetDatum(max_rows);
-	stream_run_as(stream_catalog_owner(), &save_nestlevel, &save_userid,
-				  &save_sec_context);
-	if (SPI_connect() != SPI_OK_CONNECT)
-		elog(ERROR, "SPI_connect failed");
-	/* rows resolved by replays that committed are gone for good */
-	if (SPI_execute_with_args("DELETE FROM stream_seq.parked "
-							  "WHERE (stream, consumer, seq) IN ("
-							  "  SELECT stream, consumer, seq FROM stream_seq.parked "
-							  "   WHERE stream = $1 AND consumer = $2 AND resolved "
-							  "   FOR UPDATE SKIP LOCKED)",
-							  2, argtypes, values, NULL, false, 0) < 0 ||
-		SPI_execute_with_args("UPDATE stream_seq.parked p SET resolved = true "
-							  "WHERE (stream, consumer, seq) IN ("
-							  "  SELECT stream, consumer, seq FROM stream_seq.parked "
-							  "   WHERE stream = $1 AND consumer = $2 AND NOT resolved "
-							  "   ORDER BY seq LIMIT $3 FOR UPDATE SKIP LOCKED) "
-							  "RETURNING p.seq, p.reason, p.attempts",
-							  3, argtypes, values, NULL, false, 0) < 0)
-		elog(ERROR, "could not take parked rows");
-	for (i = 0; i < SPI_processed; i++)
-	{
-		Datum		out[3];
-		bool		nulls[3];
-		int			j;
-
-		for (j = 0; j < 3; j++)
-			out[j] = SPI_getbinval(SPI_tuptable->vals[i], SPI_tuptable->tupdesc,
-								   j + 1, &nulls[j]);
-		tuplestore_putvalues(rsinfo->setResult, rsinfo->setDesc, out, nulls);
-	}
-	SPI_finish();
-	stream_run_as_end(save_nestlevel, save_userid, save_sec_context);
-	return (Datum) 0;
 }
 
 /*

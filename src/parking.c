@@ -1,0 +1,385 @@
+/*-------------------------------------------------------------------------
+ *
+ * parking.c
+ *	  Rows a consumer sets aside (parks) instead of stopping at them:
+ *	  retries with a delay or a backoff, a maximum number of attempts after
+ *	  which a row is a dead letter, and handing parked rows back, by
+ *	  schedule (due()) or by hand (replay(), revive()).  For plain
+ *	  consumers and groups alike.
+ *
+ * A parked row is a row of stream_seq.parked: the consumer, the number,
+ * why it failed, how often (attempts), when it is due for another try
+ * (due_at; NULL: only by hand), whether it is dead (past the consumer's
+ * maximum of attempts), and whether a replay or due() took it (resolved).
+ * park() sets a row aside in the transaction that advances past it;
+ * replay() and due() return parked rows and mark them resolved in the
+ * caller's transaction, so each is applied once, when that transaction
+ * commits (a rollback leaves it parked; parking it again in the same
+ * transaction counts one more attempt and keeps its history).  Resolved
+ * rows are deleted by the next replay() or due().
+ *
+ * Retry policy.  A consumer may have one (set_retry_policy()): at most
+ * max_attempts failures, the n-th of them followed by a wait of
+ * delay * backoff^(n-1), at most max_delay (backoff 1: a fixed delay).
+ * park() then schedules the row (due_at), or, at the maximum, makes it a
+ * dead letter, which only replay() or revive() hand back.  A delay passed
+ * to park() itself schedules the row without a policy, or overrides the
+ * policy's delay; the maximum still applies.  Without either, a parked
+ * row waits for replay(), as before 0.5.0.
+ *
+ * Order.  Later rows of a parked row's key are not held back: a row that
+ * always fails must not stop its key, or its slot, forever; its retry is
+ * applied after them.  A worker that needs strict per-key order for a key
+ * should not park its rows.
+ *
+ * Privileges, as for consumers: the consumer's owner or the table's owner,
+ * with SELECT on the table.  The rows live in an extension table that only
+ * these functions write, as the extension's owner.
+ *
+ *-------------------------------------------------------------------------
+ */
+#include "postgres.h"
+
+#include <math.h>
+
+#include "catalog/pg_type.h"
+#include "executor/spi.h"
+#include "fmgr.h"
+#include "funcapi.h"
+#include "miscadmin.h"
+#include "utils/builtins.h"
+#include "utils/lsyscache.h"
+#include "utils/timestamp.h"
+
+#include "stream_seq.h"
+
+PG_FUNCTION_INFO_V1(stream_seq_park);
+PG_FUNCTION_INFO_V1(stream_seq_take_parked);
+PG_FUNCTION_INFO_V1(stream_seq_set_retry_policy);
+PG_FUNCTION_INFO_V1(stream_seq_revive);
+
+/* The highest backoff factor: 10^100 seconds still fits a double. */
+#define MAX_RETRY_BACKOFF 10.0
+/* The longest wait before a retry, so that its time stays representable. */
+#define MAX_RETRY_DELAY "100 years"
+
+/*
+ * check_parking_caller
+ *		The checks every function here makes: the arguments that must not
+ *		be null, SELECT on the table, an existing consumer that the caller
+ *		owns (or whose table it owns).  Returns the consumer's name.
+ */
+static char *
+check_parking_caller(FunctionCallInfo fcinfo, int nargs, const char *what)
+{
+	Oid			relid;
+	char	   *consumer;
+	Oid			owner;
+
+	stream_check_not_null(fcinfo, nargs, what);
+	relid = PG_GETARG_OID(0);
+	consumer = text_to_cstring(PG_GETARG_TEXT_PP(1));
+	stream_check_select(relid);
+	(void) stream_lookup(relid, false);
+	(void) stream_consumer_lookup(relid, consumer, false, &owner, NULL);
+	stream_check_consumer_owner(relid, consumer, owner);
+	return consumer;
+}
+
+/*
+ * interval_is_negative
+ *		Whether an interval is below zero (compared as PostgreSQL compares
+ *		intervals).
+ */
+static bool
+interval_is_negative(Interval *span)
+{
+	Interval	zero;
+
+	memset(&zero, 0, sizeof(zero));
+	return DatumGetInt32(DirectFunctionCall2(interval_cmp,
+											 IntervalPGetDatum(span),
+											 IntervalPGetDatum(&zero))) < 0;
+}
+
+/*
+ * stream_seq_park
+ *		SQL: park(stream, consumer, seq, reason text DEFAULT NULL,
+ *		retry_after interval DEFAULT NULL): set row "seq" aside, in the
+ *		caller's transaction (which then advances past it); parking it
+ *		again counts another attempt.  Then, by the consumer's retry policy
+ *		and "retry_after" (see the file's comment): schedule it, make it a
+ *		dead letter, or leave it for replay().
+ */
+Datum
+stream_seq_park(PG_FUNCTION_ARGS)
+{
+	Oid			relid;
+	char	   *consumer;
+	int64		seq;
+	int64		horizon;
+	Oid			argtypes[5] = {REGCLASSOID, TEXTOID, INT8OID, TEXTOID, INTERVALOID};
+	Datum		values[5];
+	char		nulls[5] = {' ', ' ', ' ', ' ', ' '};
+
+	consumer = check_parking_caller(fcinfo, 3, "stream table, consumer name and number");
+	relid = PG_GETARG_OID(0);
+	seq = PG_GETARG_INT64(2);
+	horizon = stream_statement_horizon(stream_lookup(relid, false));
+	if (seq < 1 || seq >= horizon)
+		ereport(ERROR,
+				(errcode(ERRCODE_INVALID_PARAMETER_VALUE),
+				 errmsg("cannot park row " INT64_FORMAT " of stream table \"%s\"",
+						seq, get_rel_name(relid)),
+				 errdetail("The horizon is " INT64_FORMAT "; a parked row must be below it.",
+						   horizon)));
+	if (PG_NARGS() > 4 && !PG_ARGISNULL(4) &&
+		interval_is_negative(PG_GETARG_INTERVAL_P(4)))
+		ereport(ERROR,
+				(errcode(ERRCODE_INVALID_PARAMETER_VALUE),
+				 errmsg("retry_after must not be negative")));
+
+	values[0] = ObjectIdGetDatum(relid);
+	values[1] = CStringGetTextDatum(consumer);
+	values[2] = Int64GetDatum(seq);
+	if (PG_ARGISNULL(3))
+	{
+		values[3] = (Datum) 0;
+		nulls[3] = 'n';
+	}
+	else
+		values[3] = PointerGetDatum(PG_GETARG_TEXT_PP(3));
+	if (PG_NARGS() > 4 && !PG_ARGISNULL(4))
+		values[4] = IntervalPGetDatum(PG_GETARG_INTERVAL_P(4));
+	else
+	{
+		values[4] = (Datum) 0;
+		nulls[4] = 'n';
+	}
+	stream_catalog_hold(relid, consumer);
+	stream_catalog_exec_nulls("INSERT INTO stream_seq.parked "
+							  "(stream, consumer, seq, reason) VALUES ($1, $2, $3, $4) "
+							  "ON CONFLICT (stream, consumer, seq) DO UPDATE "
+							  "SET attempts = parked.attempts + 1, resolved = false, "
+							  "reason = excluded.reason, last_failed = pg_catalog.now()",
+							  4, argtypes, values, nulls);
+
+	/*
+	 * Then its schedule, from the attempts just counted.  The backoff's
+	 * exponent is capped so that the arithmetic stays finite; max_delay
+	 * caps the result long before.
+	 */
+	stream_catalog_exec_nulls("UPDATE stream_seq.parked p SET "
+							  "dead = (c.max_attempts IS NOT NULL AND p.attempts >= c.max_attempts), "
+							  "due_at = CASE "
+							  "  WHEN c.max_attempts IS NOT NULL AND p.attempts >= c.max_attempts THEN NULL "
+							  "  WHEN $5::pg_catalog.interval IS NOT NULL THEN pg_catalog.now() + $5 "
+							  "  WHEN c.max_attempts IS NULL THEN NULL "
+							  "  ELSE pg_catalog.now() + pg_catalog.make_interval(secs => LEAST("
+							  "       pg_catalog.date_part('epoch', c.retry_delay) * "
+							  "       pg_catalog.power(c.retry_backoff, LEAST(p.attempts - 1, 100)), "
+							  "       pg_catalog.date_part('epoch', c.retry_max_delay))) END "
+							  "FROM stream_seq.consumer c "
+							  "WHERE p.stream = $1 AND p.consumer = $2 AND p.seq = $3 "
+							  "AND c.stream = p.stream AND c.consumer = p.consumer",
+							  5, argtypes, values, nulls);
+	PG_RETURN_VOID();
+}
+
+/*
+ * stream_seq_take_parked
+ *		SQL: _take_parked(stream, consumer, max_rows, only_due boolean
+ *		DEFAULT false) RETURNS TABLE (seq, reason, attempts), for replay()
+ *		and due(): marks up to max_rows parked rows of the consumer
+ *		resolved, lowest first, skipping those another caller has locked,
+ *		in the caller's transaction; deletes the rows earlier callers
+ *		resolved.  replay() takes every parked row, dead letters included;
+ *		due() ("only_due") only those whose retry is due and not dead.
+ */
+Datum
+stream_seq_take_parked(PG_FUNCTION_ARGS)
+{
+	ReturnSetInfo *rsinfo = (ReturnSetInfo *) fcinfo->resultinfo;
+	Oid			relid;
+	char	   *consumer;
+	int32		max_rows;
+	bool		only_due;
+	Oid			argtypes[4] = {REGCLASSOID, TEXTOID, INT4OID, BOOLOID};
+	Datum		values[4];
+	int			save_nestlevel;
+	Oid			save_userid;
+	int			save_sec_context;
+	uint64		i;
+
+	consumer = check_parking_caller(fcinfo, 3, "stream table, consumer name and max_rows");
+	relid = PG_GETARG_OID(0);
+	max_rows = PG_GETARG_INT32(2);
+	only_due = PG_NARGS() > 3 && !PG_ARGISNULL(3) && PG_GETARG_BOOL(3);
+	if (max_rows < 1)
+		ereport(ERROR,
+				(errcode(ERRCODE_INVALID_PARAMETER_VALUE),
+				 errmsg("max_rows must be at least 1")));
+
+	InitMaterializedSRF(fcinfo, 0);
+	values[0] = ObjectIdGetDatum(relid);
+	values[1] = CStringGetTextDatum(consumer);
+	values[2] = Int32GetDatum(max_rows);
+	values[3] = BoolGetDatum(only_due);
+	stream_run_as(stream_catalog_owner(), &save_nestlevel, &save_userid,
+				  &save_sec_context);
+	if (SPI_connect() != SPI_OK_CONNECT)
+		elog(ERROR, "SPI_connect failed");
+	/* rows resolved by callers that committed are gone for good */
+	if (SPI_execute_with_args("DELETE FROM stream_seq.parked "
+							  "WHERE (stream, consumer, seq) IN ("
+							  "  SELECT stream, consumer, seq FROM stream_seq.parked "
+							  "   WHERE stream = $1 AND consumer = $2 AND resolved "
+							  "   FOR UPDATE SKIP LOCKED)",
+							  2, argtypes, values, NULL, false, 0) < 0 ||
+		SPI_execute_with_args("UPDATE stream_seq.parked p SET resolved = true "
+							  "WHERE (stream, consumer, seq) IN ("
+							  "  SELECT stream, consumer, seq FROM stream_seq.parked "
+							  "   WHERE stream = $1 AND consumer = $2 AND NOT resolved "
+							  "     AND (NOT $4 OR (NOT dead AND due_at <= pg_catalog.now())) "
+							  "   ORDER BY seq LIMIT $3 FOR UPDATE SKIP LOCKED) "
+							  "RETURNING p.seq, p.reason, p.attempts",
+							  4, argtypes, values, NULL, false, 0) < 0)
+		elog(ERROR, "could not take parked rows");
+	for (i = 0; i < SPI_processed; i++)
+	{
+		Datum		out[3];
+		bool		nulls[3];
+		int			j;
+
+		for (j = 0; j < 3; j++)
+			out[j] = SPI_getbinval(SPI_tuptable->vals[i], SPI_tuptable->tupdesc,
+								   j + 1, &nulls[j]);
+		tuplestore_putvalues(rsinfo->setResult, rsinfo->setDesc, out, nulls);
+	}
+	SPI_finish();
+	stream_run_as_end(save_nestlevel, save_userid, save_sec_context);
+	return (Datum) 0;
+}
+
+/*
+ * stream_seq_set_retry_policy
+ *		SQL: set_retry_policy(stream, consumer, max_attempts, delay
+ *		DEFAULT '10 seconds', backoff DEFAULT 2, max_delay DEFAULT '1
+ *		hour'): the consumer's retry policy (max_attempts NULL: none, rows
+ *		parked from then on wait for replay()).  Rows parked before keep
+ *		their schedule until they are parked again.
+ */
+Datum
+stream_seq_set_retry_policy(PG_FUNCTION_ARGS)
+{
+	Oid			relid;
+	char	   *consumer;
+	Oid			argtypes[6] = {REGCLASSOID, TEXTOID, INT4OID, INTERVALOID,
+	FLOAT8OID, INTERVALOID};
+	Datum		values[6];
+	char		nulls[6] = {' ', ' ', ' ', ' ', ' ', ' '};
+
+	consumer = check_parking_caller(fcinfo, 2, "stream table and consumer name");
+	relid = PG_GETARG_OID(0);
+	values[0] = ObjectIdGetDatum(relid);
+	values[1] = CStringGetTextDatum(consumer);
+	if (PG_ARGISNULL(2))
+	{
+		int			i;
+
+		for (i = 2; i < 6; i++)
+		{
+			values[i] = (Datum) 0;
+			nulls[i] = 'n';
+		}
+	}
+	else
+	{
+		int32		max_attempts = PG_GETARG_INT32(2);
+		Interval   *delay;
+		float8		backoff;
+		Interval   *max_delay;
+
+		if (PG_ARGISNULL(3) || PG_ARGISNULL(4) || PG_ARGISNULL(5))
+			ereport(ERROR,
+					(errcode(ERRCODE_NULL_VALUE_NOT_ALLOWED),
+					 errmsg("delay, backoff and max_delay of a retry policy must not be null")));
+		delay = PG_GETARG_INTERVAL_P(3);
+		backoff = PG_GETARG_FLOAT8(4);
+		max_delay = PG_GETARG_INTERVAL_P(5);
+		if (max_attempts < 1)
+			ereport(ERROR,
+					(errcode(ERRCODE_INVALID_PARAMETER_VALUE),
+					 errmsg("max_attempts must be at least 1, not %d", max_attempts)));
+		if (interval_is_negative(delay))
+			ereport(ERROR,
+					(errcode(ERRCODE_INVALID_PARAMETER_VALUE),
+					 errmsg("the retry delay must not be negative")));
+		if (isnan(backoff) || backoff < 1.0 || backoff > MAX_RETRY_BACKOFF)
+			ereport(ERROR,
+					(errcode(ERRCODE_INVALID_PARAMETER_VALUE),
+					 errmsg("backoff must be between 1 and %g", MAX_RETRY_BACKOFF),
+					 errhint("1 waits the same delay before every retry; 2 doubles it each time.")));
+		if (DatumGetInt32(DirectFunctionCall2(interval_cmp,
+											  IntervalPGetDatum(max_delay),
+											  IntervalPGetDatum(delay))) < 0)
+			ereport(ERROR,
+					(errcode(ERRCODE_INVALID_PARAMETER_VALUE),
+					 errmsg("max_delay must not be below the retry delay")));
+		if (DatumGetInt32(DirectFunctionCall2(interval_cmp,
+											  IntervalPGetDatum(max_delay),
+											  DirectFunctionCall3(interval_in,
+																  CStringGetDatum(MAX_RETRY_DELAY),
+																  ObjectIdGetDatum(InvalidOid),
+																  Int32GetDatum(-1)))) > 0)
+			ereport(ERROR,
+					(errcode(ERRCODE_INVALID_PARAMETER_VALUE),
+					 errmsg("max_delay must be at most %s", MAX_RETRY_DELAY)));
+		values[2] = Int32GetDatum(max_attempts);
+		values[3] = IntervalPGetDatum(delay);
+		values[4] = Float8GetDatum(backoff);
+		values[5] = IntervalPGetDatum(max_delay);
+	}
+	stream_catalog_hold(relid, consumer);
+	stream_catalog_exec_nulls("UPDATE stream_seq.consumer SET max_attempts = $3, "
+							  "retry_delay = $4, retry_backoff = $5, retry_max_delay = $6 "
+							  "WHERE stream = $1 AND consumer = $2",
+							  6, argtypes, values, nulls);
+	PG_RETURN_VOID();
+}
+
+/*
+ * stream_seq_revive
+ *		SQL: revive(stream, consumer, seq bigint DEFAULT NULL): make dead
+ *		letters (one, or all of the consumer's) due again now, in the
+ *		caller's transaction, for the consumer's due() to hand back; their
+ *		attempts are kept, so the next failure makes one dead again unless
+ *		the policy allows more.  Returns how many.
+ */
+Datum
+stream_seq_revive(PG_FUNCTION_ARGS)
+{
+	Oid			relid;
+	char	   *consumer;
+	Oid			argtypes[3] = {REGCLASSOID, TEXTOID, INT8OID};
+	Datum		values[3];
+	char		nulls[3] = {' ', ' ', ' '};
+
+	consumer = check_parking_caller(fcinfo, 2, "stream table and consumer name");
+	relid = PG_GETARG_OID(0);
+	values[0] = ObjectIdGetDatum(relid);
+	values[1] = CStringGetTextDatum(consumer);
+	if (PG_NARGS() > 2 && !PG_ARGISNULL(2))
+		values[2] = Int64GetDatum(PG_GETARG_INT64(2));
+	else
+	{
+		values[2] = (Datum) 0;
+		nulls[2] = 'n';
+	}
+	stream_catalog_hold(relid, consumer);
+	PG_RETURN_INT64((int64) stream_catalog_exec_nulls("UPDATE stream_seq.parked "
+													  "SET dead = false, due_at = pg_catalog.now() "
+													  "WHERE stream = $1 AND consumer = $2 AND dead AND NOT resolved "
+													  "AND ($3::pg_catalog.int8 IS NULL OR seq = $3)",
+													  3, argtypes, values, nulls));
+}
