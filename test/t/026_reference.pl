@@ -48,15 +48,17 @@ sub normalize
 }
 
 # what the Reference gives in the first column of the Functions table:
-# name => [args, result] (result undef if not given)
+# name => list of [args, result] (result undef if not given), one per
+# overload it lists
 my %listed;
 foreach my $row ($functions =~ /^\| ([^|]*) \|/mg)
 {
 	while ($row =~ /`(_?[a-z_]+)\(([^`]*?)\)(?:\s*→\s*([^`]+))?`/g)
 	{
-		$listed{$1} //= [ $2, $3 ];
+		push @{ $listed{$1} }, [ $2, $3 ];
 	}
 }
+my %overload_found;    # "name(args)" of the Reference => found installed
 
 my @installed = split /\n/, $node->safe_psql('postgres', q{
 SELECT p.proname || E'\t' || pg_get_function_arguments(p.oid) || E'\t' ||
@@ -71,19 +73,30 @@ foreach my $line (@installed)
 	# OUT arguments are the result's columns, which the Reference gives elsewhere
 	$args = join(', ', grep { !/^OUT / } split /, /, $args);
 	$exists{$name} = 1;
-	my $entry = $listed{$name};
-	ok(defined $entry, "Reference lists function $name");
+	my $entries = $listed{$name};
+	ok(defined $entries, "Reference lists function $name");
+	next unless defined $entries;
+	# the overload listed with these arguments (or "..." for all)
+	my ($entry) = grep {
+		$_->[0] eq '...' || normalize($_->[0]) eq normalize($args)
+	} @$entries;
+	ok(defined $entry, "Reference: arguments of $name($args)")
+	  or diag('the Reference lists: '
+		  . join('; ', map { "$name($_->[0])" } @$entries));
 	next unless defined $entry;
-	my ($doc_args, $doc_result) = @$entry;
-	next if $doc_args eq '...';
-	is(normalize($doc_args), normalize($args),
-		"Reference: arguments of $name");
-	is(normalize($doc_result), normalize($result),
-		"Reference: result of $name") if defined $doc_result;
+	$overload_found{"$name($entry->[0])"} = 1;
+	next if $entry->[0] eq '...';
+	is(normalize($entry->[1]), normalize($result),
+		"Reference: result of $name($args)") if defined $entry->[1];
 }
 foreach my $name (sort keys %listed)
 {
 	ok($exists{$name}, "function $name in the Reference exists");
+	foreach my $entry (@{ $listed{$name} })
+	{
+		ok($overload_found{"$name($entry->[0])"},
+			"function $name($entry->[0]) in the Reference exists");
+	}
 }
 
 # views and their columns, tables by name
