@@ -128,3 +128,38 @@ SELECT id, seq FROM up41p ORDER BY seq;
 SELECT stream_seq.disable('up41');
 SELECT stream_seq.disable('up41p');
 DROP TABLE up41, up41p;
+
+-- 0.4.2 -> 0.5.0: a stream, a group and parked rows made before the
+-- update keep working; the parked rows wait for replay() as before; the
+-- new columns are empty until used
+DROP EXTENSION stream_seq;
+CREATE EXTENSION stream_seq VERSION '0.4.2';
+CREATE TABLE up42 (id int);
+SELECT stream_seq.enable('up42');
+INSERT INTO up42 SELECT generate_series(1, 5);
+SELECT stream_seq.create_group('up42', 'g42', 'id', 2);
+SELECT stream_seq.park('up42', 'g42', 2, 'before the update');
+-- (the library of 0.5.0 serves the SQL objects of 0.4.2 until the update)
+BEGIN;
+SELECT seq, reason FROM stream_seq.replay('up42', 'g42');
+ROLLBACK;
+ALTER EXTENSION stream_seq UPDATE TO '0.5.0';
+SELECT seq, reason, attempts, due_at, dead FROM stream_seq.parked_rows;
+SELECT consumer, max_attempts, parked, dead_letters FROM stream_seq.consumers;
+SELECT relid, time_column FROM stream_seq.stream;
+INSERT INTO up42 VALUES (6);
+SELECT id, seq FROM up42 WHERE id = 6;
+SELECT stream_seq.set_retry_policy('up42', 'g42', 2, '0 seconds', 1, '0 seconds');
+SELECT stream_seq.park('up42', 'g42', 3, 'after the update');
+SELECT seq, attempts FROM stream_seq.due('up42', 'g42');
+SELECT seq FROM stream_seq.replay('up42', 'g42');
+SELECT id FROM stream_seq.read_rows(NULL::up42, 'g42', 1);
+\echo :LAST_ERROR_SQLSTATE
+SELECT id, seq FROM stream_seq.page_rows(NULL::up42, 4);
+CREATE TABLE up42t (id int);
+SELECT stream_seq.enable('up42t', time_column => 'at');
+INSERT INTO up42t VALUES (1);
+SELECT id, seq, at IS NOT NULL AS has_time FROM up42t;
+SELECT stream_seq.disable('up42');
+SELECT stream_seq.disable('up42t');
+DROP TABLE up42, up42t;

@@ -87,6 +87,19 @@ check_parking_caller(FunctionCallInfo fcinfo, int nargs, const char *what)
 }
 
 /*
+ * have_retries
+ *		Whether the extension's tables have what retries need: a database
+ *		not yet updated to 0.5.0 parks rows for replay() only.
+ */
+static bool
+have_retries(void)
+{
+	Oid			parked = get_relname_relid("parked", stream_namespace(false));
+
+	return OidIsValid(parked) && get_attnum(parked, "dead") != InvalidAttrNumber;
+}
+
+/*
  * interval_is_negative
  *		Whether an interval is below zero (compared as PostgreSQL compares
  *		intervals).
@@ -169,6 +182,8 @@ stream_seq_park(PG_FUNCTION_ARGS)
 	 * exponent is capped so that the arithmetic stays finite; max_delay
 	 * caps the result long before.
 	 */
+	if (!have_retries())
+		PG_RETURN_VOID();
 	stream_catalog_exec_nulls("UPDATE stream_seq.parked p SET "
 							  "dead = (c.max_attempts IS NOT NULL AND p.attempts >= c.max_attempts), "
 							  "due_at = CASE "
@@ -204,8 +219,8 @@ stream_seq_take_parked(PG_FUNCTION_ARGS)
 	char	   *consumer;
 	int32		max_rows;
 	bool		only_due;
-	Oid			argtypes[4] = {REGCLASSOID, TEXTOID, INT4OID, BOOLOID};
-	Datum		values[4];
+	Oid			argtypes[3] = {REGCLASSOID, TEXTOID, INT4OID};
+	Datum		values[3];
 	int			save_nestlevel;
 	Oid			save_userid;
 	int			save_sec_context;
@@ -224,7 +239,6 @@ stream_seq_take_parked(PG_FUNCTION_ARGS)
 	values[0] = ObjectIdGetDatum(relid);
 	values[1] = CStringGetTextDatum(consumer);
 	values[2] = Int32GetDatum(max_rows);
-	values[3] = BoolGetDatum(only_due);
 	stream_run_as(stream_catalog_owner(), &save_nestlevel, &save_userid,
 				  &save_sec_context);
 	if (SPI_connect() != SPI_OK_CONNECT)
@@ -236,14 +250,21 @@ stream_seq_take_parked(PG_FUNCTION_ARGS)
 							  "   WHERE stream = $1 AND consumer = $2 AND resolved "
 							  "   FOR UPDATE SKIP LOCKED)",
 							  2, argtypes, values, NULL, false, 0) < 0 ||
-		SPI_execute_with_args("UPDATE stream_seq.parked p SET resolved = true "
+		SPI_execute_with_args(only_due ?
+							  "UPDATE stream_seq.parked p SET resolved = true "
 							  "WHERE (stream, consumer, seq) IN ("
 							  "  SELECT stream, consumer, seq FROM stream_seq.parked "
 							  "   WHERE stream = $1 AND consumer = $2 AND NOT resolved "
-							  "     AND (NOT $4 OR (NOT dead AND due_at <= pg_catalog.now())) "
+							  "     AND NOT dead AND due_at <= pg_catalog.now() "
+							  "   ORDER BY seq LIMIT $3 FOR UPDATE SKIP LOCKED) "
+							  "RETURNING p.seq, p.reason, p.attempts" :
+							  "UPDATE stream_seq.parked p SET resolved = true "
+							  "WHERE (stream, consumer, seq) IN ("
+							  "  SELECT stream, consumer, seq FROM stream_seq.parked "
+							  "   WHERE stream = $1 AND consumer = $2 AND NOT resolved "
 							  "   ORDER BY seq LIMIT $3 FOR UPDATE SKIP LOCKED) "
 							  "RETURNING p.seq, p.reason, p.attempts",
-							  4, argtypes, values, NULL, false, 0) < 0)
+							  3, argtypes, values, NULL, false, 0) < 0)
 		elog(ERROR, "could not take parked rows");
 	for (i = 0; i < SPI_processed; i++)
 	{

@@ -478,7 +478,9 @@ sub wait_pid
 # ordinary role "app" that owns a plain stream "events" and a partitioned
 # stream "pevents" (partitions by day, sealed), consumers ("billing" at 20,
 # "archive"; "reporting" of role "reader"), and a group "workers" of 2
-# slots, keyed by id, with a slot leased by worker w1 and a parked row.
+# slots, keyed by id, with a slot leased by worker w1, a parked row and a
+# retry policy (a row scheduled for a retry, a dead letter); and a stream
+# "audit" with a time column.
 sub build_ops_scenario
 {
 	my ($node) = @_;
@@ -532,7 +534,21 @@ END $$;
 SET ROLE reader;
 SELECT stream_seq.create_consumer('events', 'reporting');
 });
-	is(val($node, 'SELECT count(*) FROM stream_seq.parked'), '1', 'a row is parked');
+	# 0.5.0: a stream with a time column, and the group's retry policy
+	# with a row scheduled for a retry and a dead letter
+	$node->safe_psql('postgres', q{
+SET ROLE app;
+CREATE TABLE audit (id bigserial PRIMARY KEY, action text);
+SELECT stream_seq.enable('audit', time_column => 'committed_at');
+INSERT INTO audit (action) VALUES ('a'), ('b');
+INSERT INTO audit (action) VALUES ('c');
+SELECT stream_seq.set_retry_policy('events', 'workers', 2, '1 hour', 2, '2 hours');
+SELECT stream_seq.park('events', 'workers', 40, 'retry later');
+SELECT stream_seq.park('events', 'workers', 41, 'first'), stream_seq.park('events', 'workers', 41, 'dead');
+});
+	is(val($node, 'SELECT count(*) FROM stream_seq.parked'), '3', 'rows are parked');
+	is(val($node, q{SELECT count(*) FILTER (WHERE dead) || '|' || count(due_at) FROM stream_seq.parked}),
+		'1|1', 'a dead letter and a row scheduled for a retry');
 	return;
 }
 
@@ -541,9 +557,10 @@ my %ops_state_sql = (
 	events => q{SELECT string_agg(id || ':' || seq, ',' ORDER BY id) FROM events},
 	pevents => q{SELECT string_agg(day || '/' || id || ':' || seq, ',' ORDER BY day, id) FROM pevents},
 	streams => q{SELECT string_agg(stream || ':' || seq_column, ',' ORDER BY stream::text) FROM stream_seq.streams},
-	consumers => q{SELECT string_agg(format('%s/%s@%s by %s slots %s', stream, consumer, position, owner::regrole, slots), ',' ORDER BY stream::text, consumer) FROM stream_seq.consumer},
+	consumers => q{SELECT string_agg(format('%s/%s@%s by %s slots %s retry %s %s %s %s', stream, consumer, position, owner::regrole, slots, max_attempts, retry_delay, retry_backoff, retry_max_delay), ',' ORDER BY stream::text, consumer) FROM stream_seq.consumer},
 	slots => q{SELECT string_agg(t::text, ';' ORDER BY t::text) FROM stream_seq.consumer_slot t},
-	parked => q{SELECT string_agg(format('%s/%s:%s %s', stream, consumer, seq, reason), ',' ORDER BY seq) FROM stream_seq.parked},
+	parked => q{SELECT string_agg(format('%s/%s:%s %s %s due %s dead %s', stream, consumer, seq, reason, attempts, due_at, dead), ',' ORDER BY seq) FROM stream_seq.parked},
+	times => q{SELECT string_agg(format('%s:%s@%s', id, seq, committed_at), ',' ORDER BY id) || ' ' || (SELECT string_agg(relid || ':' || coalesce(time_column, '-'), ',' ORDER BY relid::text) FROM stream_seq.stream) FROM audit},
 	ranges => q{SELECT string_agg(t::text, ';' ORDER BY t::text) FROM stream_seq.partition_range t},
 	triggers => q{SELECT string_agg(format('%s.%s=%s', tgrelid::regclass, tgname, tgenabled), ',' ORDER BY tgrelid::regclass::text, tgname) FROM pg_trigger WHERE tgname LIKE 'stream\_seq\_%'},
 );

@@ -90,7 +90,17 @@ INSERT INTO pevents (day, payload) VALUES (3, 'after restore');
 	cmp_ok($new_events, '>', $max_events,
 		"$name restore: events numbers above every old one");
 	cmp_ok($new_pevents, '>', $max_pevents,
-		"$name restore: pevents numbers above every old one");	# (not DROP DATABASE: pglogical's supervisor, preloaded here, does not
+		"$name restore: pevents numbers above every old one");
+	$node->safe_psql($db, q{SET ROLE app; INSERT INTO audit (action) VALUES ('after restore')});
+	is( $node->safe_psql($db, q{
+SELECT a.seq > (SELECT max(seq) FROM audit WHERE action <> 'after restore')
+   AND a.committed_at >= (SELECT max(committed_at) FROM audit WHERE action <> 'after restore')
+  FROM audit a WHERE action = 'after restore'}),
+		't', "$name restore: the time column is written, after the restored times");
+	is( $node->safe_psql($db, q{
+SELECT stream_seq.position_at('audit', (SELECT committed_at FROM audit WHERE action = 'c'))
+     = (SELECT seq - 1 FROM audit WHERE action = 'c')}),
+		't', "$name restore: position_at() finds the restored rows by time");	# (not DROP DATABASE: pglogical's supervisor, preloaded here, does not
 	# answer the barrier it waits for)
 	$node->safe_psql($db, 'REVOKE ALL ON events, pevents FROM reader; '
 		  . 'REVOKE ALL ON SCHEMA stream_seq FROM reader');
