@@ -677,12 +677,17 @@ stream_seq_apply_retention(PG_FUNCTION_ARGS)
 
 /*
  * stream_retention_init
- *		Register the retention launcher (from _PG_init, when preloaded).
+ *		Register the retention launcher (from _PG_init, when preloaded);
+ *		not in a server pg_upgrade runs (-b): its workers' connections
+ *		would make pg_upgrade's DROP DATABASE and CREATE DATABASE fail.
  */
 void
 stream_retention_init(void)
 {
 	BackgroundWorker worker;
+
+	if (IsBinaryUpgrade)
+		return;
 
 	memset(&worker, 0, sizeof(worker));
 	worker.bgw_flags = BGWORKER_SHMEM_ACCESS | BGWORKER_BACKEND_DATABASE_CONNECTION;

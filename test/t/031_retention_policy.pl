@@ -20,7 +20,9 @@
 #     mode while the worker trims: the consumer never finds rows trimmed
 #     under it, every committed row has a unique number;
 #  6. pg_dump / pg_restore, serial and in two steps with -j, keep the
-#     policies.
+#     policies;
+#  7. a standby runs no launcher (its workers start when recovery has
+#     finished) until it is promoted.
 #
 # Only what is guaranteed is asserted: the waits poll until a run shows
 # what must eventually happen.
@@ -35,7 +37,8 @@ use Time::HiRes qw(usleep time);
 use StreamSeqTest;
 
 my $node = new_node('retention',
-	"stream_seq.retention_interval = 1\nrestart_after_crash = on\n");
+	"stream_seq.retention_interval = 1\nrestart_after_crash = on\n",
+	allows_streaming => 1);
 
 # 0.4.2 without the policy table, a database without the extension, and
 # one where recording a run fails
@@ -228,5 +231,16 @@ foreach my $how (
 	  foreach @$steps;
 	is($node->safe_psql($db, $policies), $source, "$name restore keeps the policies");
 }
+
+# 7. no runs on a standby, until it is promoted
+my $standby = new_standby($node, 'retention_standby');
+is($standby->safe_psql('postgres', q{SELECT count(*) FROM pg_stat_activity
+ WHERE backend_type LIKE 'stream_seq retention%'}), '0',
+	'a standby runs no retention launcher or worker');
+$standby->promote;
+ok($standby->poll_query_until('postgres', q{SELECT count(*) = 1 FROM pg_stat_activity
+ WHERE backend_type = 'stream_seq retention launcher'}),
+	'the promoted standby starts the launcher');
+$standby->stop;
 
 done_testing();
