@@ -68,6 +68,7 @@
 #include "catalog/pg_class.h"
 #include "catalog/pg_database.h"
 #include "catalog/pg_type.h"
+#include "commands/dbcommands.h"
 #include "commands/extension.h"
 #include "executor/spi.h"
 #include "fmgr.h"
@@ -638,7 +639,10 @@ run_policy(Oid relid, bool by_worker, TupleDesc tupdesc, bool *found)
 				(errcode(edata->sqlerrcode),
 				 errmsg("retention policy of stream table \"%s\" failed: %s",
 						get_rel_name(relid) ? get_rel_name(relid) : "?",
-						run.error)));
+						run.error),
+				 by_worker ?
+				 errcontext("retention worker for database \"%s\"",
+							get_database_name(MyDatabaseId)) : 0));
 	}
 	PG_END_TRY();
 	return record_run(relid, by_worker, &run, tupdesc);

@@ -13,7 +13,8 @@
 #     a database where recording fails (a trigger raising on
 #     stream_seq.retention_run) gets its error in the log, and the other
 #     databases still run; a database without the extension, and one with
-#     it at 0.4.2 (no policy table), are left alone;
+#     it at 0.4.2 (no policy table), are left alone, and the latter's
+#     policies run once it is updated;
 #  4. the launcher terminated (SIGTERM) comes back and runs; killed with
 #     SIGKILL, the postmaster restarts everything and it runs again;
 #  5. writers and a consumer through pgbouncer in transaction pooling
@@ -135,6 +136,17 @@ is(val($node, q{SELECT count(*) FROM stream_seq.retention_runs
 	'ev had no failed run');
 is($node->safe_psql('old_ext', q{SELECT count(*) FROM pg_class
  WHERE relname LIKE 'retention%'}), '0', 'the 0.4.2 database was left as it was');
+# updated, it gets runs too
+$node->safe_psql('old_ext', q{
+ALTER EXTENSION stream_seq UPDATE;
+CREATE TABLE ev3 (v int);
+SELECT stream_seq.enable('ev3');
+INSERT INTO ev3 SELECT g FROM generate_series(1, 20) g;
+SELECT stream_seq.set_retention('ev3', keep_rows => 5);
+});
+ok($node->poll_query_until('old_ext', q{
+SELECT count(*) > 0 FROM stream_seq.retention_runs WHERE by_worker AND removed_rows = 15}),
+	'after ALTER EXTENSION UPDATE, the worker runs the policies of that database');
 
 # 4. the launcher terminated, then killed
 my $launcher = q{SELECT pid FROM pg_stat_activity
