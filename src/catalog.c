@@ -828,7 +828,8 @@ stream_catalog_insert(Oid relid, const char *column, Oid head_seq)
  * FOR KEY SHARE (stream_catalog_hold), as a foreign key check would.
  */
 static const char *const stream_dependents[] = {
-	"parked", "consumer_worker", "consumer_slot", "consumer", "partition_range"
+	"parked", "consumer_worker", "consumer_slot", "consumer", "partition_range",
+	"retention_policy", "retention_run"
 };
 
 /*

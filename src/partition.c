@@ -69,6 +69,8 @@
 
 #include "stream_seq.h"
 
+static int	partitions_ending_by(Oid stream, List *parts, TimestampTz present_time);
+
 PG_FUNCTION_INFO_V1(stream_seq_page_source);
 PG_FUNCTION_INFO_V1(stream_seq_seal_partitions);
 PG_FUNCTION_INFO_V1(stream_seq_drop_partitions);
@@ -938,17 +940,13 @@ partition_has_rows(Oid relid)
 /*
  * present_bound
  *		For a stream partitioned by range on a key whose first column (or
- *		expression) is of type timestamptz, timestamp or date: the current
- *		time less stream_seq.seal_grace, in that type.  Returns false for
- *		any other partition key.
+ *		expression) is of type timestamptz, timestamp or date: the time
+ *		"present", in that type.  Returns false for any other partition key.
  */
 static bool
-present_bound(PartitionKey key, Datum *value)
+present_bound(PartitionKey key, TimestampTz present, Datum *value)
 {
-	TimestampTz present;
-
 	/* the first column of the key, or an expression, of a type of time */
-	present = GetCurrentTimestamp() - (TimestampTz) stream_seq_seal_grace * USECS_PER_SEC;
 	switch (key->parttypid[0])
 	{
 		case TIMESTAMPTZOID:
@@ -973,7 +971,8 @@ present_bound(PartitionKey key, Datum *value)
  *		bound order, as range_partitions gives them) lie wholly in the past:
  *		for a stream partitioned by time, those whose upper bound (its first
  *		column, for a key of several) is at or
- *		before present_bound; for any other partition key, all of them.
+ *		before the current time less stream_seq.seal_grace; for any other
+ *		partition key, all of them.
  *
  *		Sealing stops there whatever rows later partitions hold: a row dated
  *		in the future (clock skew, back-filled or scheduled events) lands in
@@ -985,6 +984,22 @@ present_bound(PartitionKey key, Datum *value)
 static int
 partitions_past(Oid stream, List *parts)
 {
+	return partitions_ending_by(stream, parts,
+								GetCurrentTimestamp() -
+								(TimestampTz) stream_seq_seal_grace * USECS_PER_SEC);
+}
+
+/*
+ * partitions_ending_by
+ *		How many of the range partitions "parts" (in bound order), from the
+ *		first, end at or before the time "present": for a stream partitioned
+ *		by time, those whose upper bound is at or before it; for any other
+ *		partition key, all of them.  For partitions_past and retention
+ *		policies (keep_for).
+ */
+static int
+partitions_ending_by(Oid stream, List *parts, TimestampTz present_time)
+{
 	Relation	rel = table_open(stream, AccessShareLock);
 	PartitionKey key = RelationGetPartitionKey(rel);
 	PartitionDesc desc = RelationGetPartitionDesc(rel, true);
@@ -993,7 +1008,7 @@ partitions_past(Oid stream, List *parts)
 	int			past = 0;
 	ListCell   *lc;
 
-	if (!present_bound(key, &present) || bounds == NULL)
+	if (!present_bound(key, present_time, &present) || bounds == NULL)
 	{
 		table_close(rel, AccessShareLock);
 		return list_length(parts);
@@ -1209,6 +1224,38 @@ stream_seq_drop_partitions(PG_FUNCTION_ARGS)
 	bool		force = PG_GETARG_BOOL(1);
 	bool		keep_tables = PG_GETARG_BOOL(2);
 	int32		retain = PG_GETARG_INT32(3);
+	DropLimits	limits;
+
+	if (retain < 0)
+		ereport(ERROR,
+				(errcode(ERRCODE_INVALID_PARAMETER_VALUE),
+				 errmsg("retain must not be negative")));
+	memset(&limits, 0, sizeof(limits));
+	limits.force = force;
+	limits.keep_tables = keep_tables;
+	limits.retain = retain;
+	limits.before = PG_INT64_MAX;
+	PG_RETURN_INT32(stream_drop_old_partitions(ref, &limits));
+}
+
+/*
+ * stream_drop_old_partitions
+ *		What drop_partitions() does, within "limits": seal the old
+ *		partitions, then drop (or only detach) them oldest first, except
+ *		the "retain" newest of them, while every number in the partition is
+ *		below the horizon and below limits->before, unless forced at or
+ *		below the slowest consumer's position, and, with limits->use_time,
+ *		the partition ends at or before limits->time (a stream partitioned
+ *		by time; other partition keys pass).  first() moves past each.
+ *		Stops at the first partition that does not qualify; if that was for
+ *		a consumer, names it in limits->held_by and limits->held_at.  Sets
+ *		limits->dropped_upto to the highest number dropped (0: none).
+ *		Returns how many partitions left the stream.  Runs as the caller:
+ *		its privileges are checked by DETACH and DROP TABLE.
+ */
+int
+stream_drop_old_partitions(StreamRef *ref, DropLimits *limits)
+{
 	int			candidates;
 	List	   *sealed;
 	ListCell   *lc;
@@ -1219,14 +1266,15 @@ stream_seq_drop_partitions(PG_FUNCTION_ARGS)
 	int			dropped = 0;
 	int64		dropped_upto = 0;
 
-	if (retain < 0)
-		ereport(ERROR,
-				(errcode(ERRCODE_INVALID_PARAMETER_VALUE),
-				 errmsg("retain must not be negative")));
 	seal_old_partitions(ref, &sealed);
 	horizon = stream_statement_horizon(ref);
 	has_consumer = stream_slowest_consumer(ref->relid, &consumer, &position);
-	candidates = list_length(sealed) - retain;
+	candidates = list_length(sealed) - limits->retain;
+	if (limits->use_time)
+		candidates = Min(candidates,
+						 partitions_ending_by(ref->relid, sealed, limits->time));
+	limits->held_by = NULL;
+	limits->held_at = 0;
 
 	foreach(lc, sealed)
 	{
@@ -1256,25 +1304,53 @@ stream_seq_drop_partitions(PG_FUNCTION_ARGS)
 		isnull_highest = (range[0] == -1);
 		if (!isnull_highest)
 		{
-			if (range[0] >= horizon)
+			if (range[0] >= horizon || range[0] >= limits->before)
 				break;
-			if (!force && has_consumer && range[0] > position)
+			if (!limits->force && has_consumer && range[0] > position)
+			{
+				limits->held_by = consumer;
+				limits->held_at = position;
 				break;
+			}
 		}
 		/* record first, then let the event triggers see the partition go */
 		record_partition_gone(ref->relid, part, !isnull_highest, range[0]);
 		stream_caller_exec(psprintf("ALTER TABLE %s DETACH PARTITION %s",
 									qualified(ref->relid), name),
 						   0, NULL, NULL);
-		if (!keep_tables)
+		if (!limits->keep_tables)
 			stream_caller_exec(psprintf("DROP TABLE %s", name), 0, NULL, NULL);
 		if (!isnull_highest)
 			dropped_upto = Max(dropped_upto, range[0]);
 		dropped++;
 	}
-	if (!force && dropped_upto > 0)
+	if (!limits->force && dropped_upto > 0)
 		stream_slots_raise(ref->relid, dropped_upto);
-	PG_RETURN_INT32(dropped);
+	limits->dropped_upto = dropped_upto;
+	return dropped;
+}
+
+/*
+ * stream_partitioned_by_time
+ *		Whether stream "relid" is partitioned by range on a key whose first
+ *		column is of a type of time (keep_for can then go by the bounds).
+ */
+bool
+stream_partitioned_by_time(Oid relid)
+{
+	Relation	rel = table_open(relid, AccessShareLock);
+	bool		result = false;
+	Datum		value;
+
+	if (rel->rd_rel->relkind == RELKIND_PARTITIONED_TABLE)
+	{
+		PartitionKey key = RelationGetPartitionKey(rel);
+
+		result = key->strategy == PARTITION_STRATEGY_RANGE &&
+			present_bound(key, GetCurrentTimestamp(), &value);
+	}
+	table_close(rel, AccessShareLock);
+	return result;
 }
 
 /*

@@ -26,6 +26,7 @@ bool		stream_seq_notify = false;
 bool		stream_seq_heap_only = true;
 int			stream_seq_round_interval = 5000;
 int			stream_seq_rmgr_id = RM_EXPERIMENTAL_ID;
+int			stream_seq_retention_interval = 60;
 
 /*
  * stream_define_settings
@@ -90,6 +91,13 @@ stream_define_settings(void)
 							&stream_seq_round_interval,
 							5000, 100, 3600 * 1000,
 							PGC_SIGHUP, GUC_UNIT_MS,
+							NULL, NULL, NULL);
+	DefineCustomIntVariable("stream_seq.retention_interval",
+							"Time between runs of the retention policies of every database.",
+							"0 or -1 disables the runs; stream_seq.apply_retention() still works.",
+							&stream_seq_retention_interval,
+							60, -1, INT_MAX / 1000,
+							PGC_SIGHUP, GUC_UNIT_S,
 							NULL, NULL, NULL);
 	DefineCustomIntVariable("stream_seq.rmgr_id",
 							"WAL resource manager id of stream_seq's records.",

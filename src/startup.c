@@ -57,7 +57,8 @@ startup_shmem(void)
  *		Define the settings; register the transaction callbacks and the
  *		relcache callbacks of every case (they do nothing until a stream is
  *		used, which needs the shared state); when preloaded, also the WAL
- *		resource manager and the lister (replica.c), the utility hook
+ *		resource manager and the lister (replica.c), the retention
+ *		launcher (retention_policy.c), the utility hook
  *		(roles.c) and the set-up of shared memory.  The backend's stream
  *		cache is made on first use (catalog.c).
  */
@@ -72,6 +73,7 @@ _PG_init(void)
 		return;
 
 	stream_replica_init();
+	stream_retention_init();
 	stream_roles_init();
 
 	prev_shmem_request_hook = shmem_request_hook;

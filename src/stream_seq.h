@@ -61,6 +61,7 @@ extern bool stream_seq_notify;
 extern bool stream_seq_heap_only;
 extern int	stream_seq_round_interval;
 extern int	stream_seq_rmgr_id;
+extern int	stream_seq_retention_interval;
 extern void stream_define_settings(void);
 
 /*
@@ -328,6 +329,23 @@ extern void stream_xact_has_entry(StreamRef *ref);
 extern void stream_check_trim(StreamRef *ref, int64 before, bool force);
 
 /* partition.c */
+
+/* What stream_drop_old_partitions may drop, and what it did. */
+typedef struct DropLimits
+{
+	bool		force;			/* pass consumers */
+	bool		keep_tables;	/* detach only */
+	int32		retain;			/* keep this many of the sealed ones */
+	int64		before;			/* only numbers below this */
+	bool		use_time;		/* only partitions ending by "time" */
+	TimestampTz time;
+	char	   *held_by;		/* out: the consumer that stopped it */
+	int64		held_at;		/* out: its position */
+	int64		dropped_upto;	/* out: highest number dropped, 0 if none */
+} DropLimits;
+
+extern int	stream_drop_old_partitions(StreamRef *ref, DropLimits *limits);
+extern bool stream_partitioned_by_time(Oid relid);
 extern StreamTarget *stream_lookup_target(Relation rel);
 extern void stream_check_partitions_supported(void);
 extern Oid	stream_root_of(Oid relid);
@@ -373,6 +391,11 @@ extern void stream_retire(StreamRef *ref);
 
 /* replication.c */
 extern void stream_check_pglogical(Relation rel, Oid stream);
+
+/* retention_policy.c: policies applied by the retention workers */
+extern void stream_retention_init(void);
+extern PGDLLEXPORT void stream_seq_retention_launcher_main(Datum main_arg);
+extern PGDLLEXPORT void stream_seq_retention_worker_main(Datum main_arg);
 
 /* roles.c */
 extern void stream_roles_init(void);
