@@ -169,6 +169,24 @@ INSERT INTO tpart VALUES (3, 1, 'three');
 SELECT id, seq, at IS NOT NULL AS has_time FROM tpart ORDER BY seq;
 SELECT stream_seq.position_at('tpart', (SELECT at FROM tpart WHERE id = 3)) AS before_three;
 
+-- retention by age on a stream with a time column: rows numbered before
+-- now() - keep_for go, the rest stay (the cut is put between two rows of
+-- different times, in the transaction that applies it)
+CREATE TABLE tret (id int);
+SELECT stream_seq.enable('tret', time_column => 'at');
+INSERT INTO tret VALUES (1), (2), (3);
+SELECT pg_sleep(0.01);
+INSERT INTO tret VALUES (4);
+BEGIN;
+SELECT stream_seq.set_retention('tret', keep_for => now() - (
+         (SELECT at FROM tret WHERE id = 3) +
+         ((SELECT at FROM tret WHERE id = 4) - (SELECT at FROM tret WHERE id = 3)) / 2));
+SELECT removed_rows, sqlstate FROM stream_seq.apply_retention('tret');
+COMMIT;
+SELECT id FROM tret ORDER BY seq;
+SELECT stream_seq.first('tret') = (SELECT seq FROM tret WHERE id = 4) AS starts_at_row_4;
+DROP TABLE tret;
+
 -- an ordinary role: its own stream with a time column, and no SELECT on
 -- another's
 CREATE ROLE times_owner;

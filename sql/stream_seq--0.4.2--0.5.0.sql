@@ -280,10 +280,12 @@ CREATE FUNCTION stream_seq._take_parked(stream regclass, consumer text, max_rows
                                         only_due boolean DEFAULT false)
   RETURNS TABLE (seq bigint, reason text, attempts integer)
   AS 'MODULE_PATHNAME', 'stream_seq_take_parked'
-  LANGUAGE C VOLATILE;
+  LANGUAGE C VOLATILE ROWS 10;
 COMMENT ON FUNCTION stream_seq._take_parked(regclass, text, integer, boolean) IS
   'internal: mark parked rows resolved in the caller''s transaction, for replay() and due()';
 
+-- replay() joined the parked rows to the stream table, estimated at 1,000
+-- rows, by a scan of the whole table: each row is now looked up by number.
 CREATE FUNCTION stream_seq.replay(stream regclass, consumer text,
                                   max_rows integer DEFAULT 100)
   RETURNS TABLE (seq bigint, "row" jsonb, reason text, attempts integer)
@@ -295,9 +297,10 @@ DECLARE
 BEGIN
     SELECT s.seq_column INTO col FROM stream_seq.stream s WHERE s.relid = stream;
     RETURN QUERY EXECUTE format(
-        'SELECT p.seq, pg_catalog.to_jsonb(t), p.reason, p.attempts '
+        'SELECT p.seq, (SELECT pg_catalog.to_jsonb(t) FROM %1$s %2$s t WHERE t.%3$I = p.seq), '
+        '       p.reason, p.attempts '
         '  FROM stream_seq._take_parked($1, $2, $3) p '
-        '  LEFT JOIN %1$s %2$s t ON t.%3$I = p.seq ORDER BY p.seq',
+        ' ORDER BY p.seq',
         CASE WHEN (SELECT c.relkind FROM pg_catalog.pg_class c
                     WHERE c.oid = stream) = 'p' THEN '' ELSE 'ONLY' END,
         stream, col)
@@ -321,16 +324,31 @@ CREATE FUNCTION stream_seq.due(stream regclass, consumer text,
 AS $$
 DECLARE
     col name;
+    seqs bigint[];
+    reasons text[];
+    tries integer[];
 BEGIN
+    -- taken first, by a statement whose plan is kept: a worker calls this
+    -- every loop, and usually nothing is due
+    SELECT pg_catalog.array_agg(p.seq ORDER BY p.seq),
+           pg_catalog.array_agg(p.reason ORDER BY p.seq),
+           pg_catalog.array_agg(p.attempts ORDER BY p.seq)
+      INTO seqs, reasons, tries
+      FROM stream_seq._take_parked(stream, consumer, max_rows, true) p;
+    IF seqs IS NULL THEN
+        RETURN;
+    END IF;
     SELECT s.seq_column INTO col FROM stream_seq.stream s WHERE s.relid = stream;
     RETURN QUERY EXECUTE format(
-        'SELECT p.seq, pg_catalog.to_jsonb(t), p.reason, p.attempts '
-        '  FROM stream_seq._take_parked($1, $2, $3, true) p '
-        '  LEFT JOIN %1$s %2$s t ON t.%3$I = p.seq ORDER BY p.seq',
+        'SELECT p.seq, (SELECT pg_catalog.to_jsonb(t) FROM %1$s %2$s t WHERE t.%3$I = p.seq), '
+        '       p.reason, p.attempts '
+        '  FROM ROWS FROM (pg_catalog.unnest($1), pg_catalog.unnest($2), pg_catalog.unnest($3)) '
+        '       AS p(seq, reason, attempts) '
+        ' ORDER BY p.seq',
         CASE WHEN (SELECT c.relkind FROM pg_catalog.pg_class c
                     WHERE c.oid = stream) = 'p' THEN '' ELSE 'ONLY' END,
         stream, col)
-      USING stream, consumer, max_rows;
+      USING seqs, reasons, tries;
 END;
 $$;
 COMMENT ON FUNCTION stream_seq.due(regclass, text, integer) IS

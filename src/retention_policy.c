@@ -203,7 +203,7 @@ stream_time_column_missing(Oid relid)
 	if (get_attnum(catalog, "time_column") == InvalidAttrNumber)
 		return false;
 	values[0] = ObjectIdGetDatum(relid);
-	stream_catalog_exec("SELECT (time_column IS NULL)::pg_catalog.int8 FROM stream_seq.stream "
+	stream_catalog_exec("SELECT CASE WHEN time_column IS NULL THEN 1 ELSE 0 END::pg_catalog.int8 FROM stream_seq.stream "
 						"WHERE relid::pg_catalog.oid = $1",
 						1, argtypes, values, row, 1, &found);
 	return found && row[0] == 1;

@@ -66,14 +66,18 @@ sub source_root
 
 # A new node named "name", initialized (with the options "init", such as
 # allows_streaming => 1), preloading stream_seq, with "conf" appended to
-# its postgresql.conf, and started.
+# its postgresql.conf, and started.  The retention workers are off
+# (stream_seq.retention_interval = 0) unless "conf" turns them on: a
+# worker connecting to every database each minute would take snapshots
+# and connections behind the back of tests that count them.
 sub new_node
 {
 	my ($name, $conf, %init) = @_;
 	my $node = PostgreSQL::Test::Cluster->new($name);
 	$node->init(%init);
 	$node->append_conf('postgresql.conf',
-		"shared_preload_libraries = 'stream_seq'\n" . ($conf // ''));
+		"shared_preload_libraries = 'stream_seq'\n"
+		  . "stream_seq.retention_interval = 0\n" . ($conf // ''));
 	$node->start;
 	return $node;
 }

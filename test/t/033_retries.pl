@@ -27,9 +27,12 @@
 # parked: every committed row that is not poison is applied exactly once;
 # 'ok' rows with no failure behind them, per key in increasing seq; every
 # flaky row after exactly 2 failures; every poison row is a dead letter
-# after 3 attempts, not applied, and the consumers view counts them; after
-# the fix and revive(), every committed row is applied exactly once and
-# nothing is parked; no server process crashed.
+# after 3 attempts, not applied, and the consumers view counts them; a
+# crash (immediate stop) keeps the dead letters and the policy, and the
+# stream's time column (enable()'s time_column) never goes down as numbers
+# go up across it; after the fix and revive(), every committed row is
+# applied exactly once and nothing is parked; no server process crashed
+# but the one crash the test makes.
 
 use strict;
 use warnings;
@@ -58,7 +61,7 @@ my $log_start = log_offset($node);
 $node->safe_psql('postgres', q{
 CREATE EXTENSION stream_seq;
 CREATE TABLE ev (id bigserial PRIMARY KEY, k int NOT NULL, payload text NOT NULL);
-SELECT stream_seq.enable('ev');
+SELECT stream_seq.enable('ev', time_column => 'committed_at');
 SELECT stream_seq.create_group('ev', 'g', 'k', 4);
 SELECT stream_seq.set_retry_policy('ev', 'g', 3, '20 ms', 2, '100 ms');
 CREATE SEQUENCE apply_order;
@@ -290,6 +293,42 @@ is( $node->safe_psql('postgres',
 		q{SELECT parked || '|' || dead_letters FROM stream_seq.consumers WHERE consumer = 'g'}),
 	"0|$poison", 'the consumers view counts the dead letters');
 
+# the workers stop; a crash (immediate stop) keeps the dead letters,
+# the policy and the stream's times
+append_to_file($stop_file, '');
+for my $name (sort keys %workers)
+{
+	is(wait_pid($workers{$name}, 60), 0, "worker $name ended cleanly");
+}
+%workers = ();
+my $parked_before = $node->safe_psql('postgres',
+	q{SELECT string_agg(format('%s:%s:%s:%s', seq, attempts, dead, due_at), ',' ORDER BY seq) FROM stream_seq.parked});
+$node->stop('immediate');
+$node->start;
+is( $node->safe_psql('postgres',
+		q{SELECT string_agg(format('%s:%s:%s:%s', seq, attempts, dead, due_at), ',' ORDER BY seq) FROM stream_seq.parked}),
+	$parked_before, 'after a crash: the dead letters are as they were');
+is( $node->safe_psql('postgres',
+		q{SELECT max_attempts || ' ' || retry_delay FROM stream_seq.consumers WHERE consumer = 'g'}),
+	'3 00:00:00.02', 'after a crash: the retry policy is as it was');
+$node->safe_psql('postgres', q{INSERT INTO ev (k, payload) VALUES (5, 'ok'), (6, 'ok')});
+is( $node->safe_psql('postgres', q{
+SELECT bool_and(committed_at >= previous)
+  FROM (SELECT committed_at, lag(committed_at) OVER (ORDER BY seq) AS previous FROM ev) x
+ WHERE previous IS NOT NULL}),
+	't', 'after a crash: times never go down as numbers go up');
+is( $node->safe_psql('postgres', q{
+SELECT stream_seq.position_at('ev', max(committed_at)) = (SELECT min(seq) - 1 FROM ev
+         WHERE committed_at = (SELECT max(committed_at) FROM ev))
+  FROM ev}),
+	't', 'after a crash: position_at() finds the rows numbered after it');
+# (a pgbouncer of its own for the new workers: the old one's server
+# connections went with the crash)
+stop_pgbouncer($bouncer);
+$bouncer = start_pgbouncer($node, path => $pgbouncer, pool_size => 16);
+unlink $stop_file;
+start_worker() for 1 .. 2;
+
 # the handler is fixed; the dead letters revived are applied once
 $node->safe_psql('postgres', 'UPDATE fixed SET poison = true');
 is($node->safe_psql('postgres', q{SELECT stream_seq.revive('ev', 'g')}),
@@ -314,6 +353,8 @@ for my $name (sort keys %workers)
 my $log = log_since($node, $log_start);
 unlike($log, qr/PANIC|TRAP:|terminated by signal|server process .* was terminated/,
 	'no server process crashed');
+like($log, qr/database system was interrupted|was not properly shut down/,
+	'the crash was recovered from');
 
 stop_pgbouncer($bouncer);
 $node->stop;
