@@ -8,7 +8,7 @@
 #     records the consumer that held it back; once the consumer advances,
 #     the rows go;
 #  2. a stream partitioned by time (keep_for) loses its old partitions;
-#  3. a stream whose policy fails (keep_for without commit times) has the
+#  3. a stream whose policy fails (its owner revoked its own DELETE) has the
 #     error recorded and in the server log, and the others still run;
 #     a database where recording fails (a trigger raising on
 #     stream_seq.retention_run) gets its error in the log, and the other
@@ -53,9 +53,14 @@ $node->safe_psql('old_ext', "CREATE EXTENSION stream_seq VERSION '0.4.2'");
 
 $node->safe_psql('postgres', q{
 CREATE EXTENSION stream_seq;
+CREATE ROLE bad_owner;
 CREATE TABLE bad (v int);
+ALTER TABLE bad OWNER TO bad_owner;
 SELECT stream_seq.enable('bad');
-SELECT stream_seq.set_retention('bad', keep_for => '1 day');
+INSERT INTO bad SELECT g FROM generate_series(1, 10) g;
+SELECT stream_seq.set_retention('bad', keep_rows => 5);
+-- the owner gave up its own right to read and delete: its runs fail
+REVOKE ALL ON bad FROM bad_owner;
 CREATE TABLE ev (v int);
 SELECT stream_seq.enable('ev');
 INSERT INTO ev SELECT g FROM generate_series(1, 100) g;
@@ -109,7 +114,7 @@ is(val($node, 'SELECT count(*) FROM pev'), '1', 'the newest partition keeps its 
 # 3. errors: recorded and logged, the others still handled
 ok($node->poll_query_until('postgres', q{
 SELECT count(*) > 0 FROM stream_seq.retention_runs
- WHERE stream = 'bad'::regclass AND by_worker AND sqlstate = '42883'}),
+ WHERE stream = 'bad'::regclass AND by_worker AND sqlstate = '42501'}),
 	'the failed run of bad is recorded with its SQLSTATE');
 ok($node->poll_query_until('db2',
 	"SELECT min(seq) = 16 FROM ev2"), 'the policy of database db2 ran');
