@@ -5,7 +5,7 @@ CREATE EXTENSION IF NOT EXISTS stream_seq;
 CREATE EXTENSION IF NOT EXISTS pageinspect;
 \set SHOW_CONTEXT never
 
--- a new column, added by enable(); rows already there keep NULL
+-- a new column, added by enable(); the rows enable() numbers get its time
 CREATE TABLE tev (id int, payload text);
 INSERT INTO tev VALUES (0, 'before the stream');
 SELECT stream_seq.enable('tev', time_column => 'committed_at');
@@ -59,7 +59,7 @@ SELECT count(*) AS probes,
              coalesce((SELECT min(seq) FROM tev WHERE committed_at >= t),
                       stream_seq.horizon('tev')) - 1) AS wrong
   FROM probes;
--- rows without a time count as numbered before any time
+-- before every time: the position before the first row
 SELECT stream_seq.position_at('tev', '-infinity') AS from_minus_infinity;
 
 -- the horizon bounds it: a number taken but not committed is not passed
@@ -168,6 +168,61 @@ INSERT INTO tpart VALUES (1, 1, 'one'), (2, 2, 'two');
 INSERT INTO tpart VALUES (3, 1, 'three');
 SELECT id, seq, at IS NOT NULL AS has_time FROM tpart ORDER BY seq;
 SELECT stream_seq.position_at('tpart', (SELECT at FROM tpart WHERE id = 3)) AS before_three;
+
+-- times never go down as numbers go up, wherever a time comes from:
+-- rows numbered by enable() after a disable() get the enable()'s time,
+-- above the times already there
+CREATE TABLE tre (id int);
+SELECT stream_seq.enable('tre', time_column => 'ts');
+INSERT INTO tre SELECT g FROM generate_series(1, 5) g;
+SELECT min(ts) AS first_time FROM tre \gset
+SELECT stream_seq.disable('tre');
+INSERT INTO tre SELECT g FROM generate_series(6, 8) g;
+SELECT stream_seq.enable('tre', time_column => 'ts');
+INSERT INTO tre SELECT g FROM generate_series(9, 20) g;
+SELECT count(*) FILTER (WHERE ts IS NULL) AS no_time,
+       bool_and(ts >= previous) FILTER (WHERE previous IS NOT NULL) AS rising
+  FROM (SELECT ts, lag(ts) OVER (ORDER BY seq) AS previous FROM tre) x;
+SELECT stream_seq.position_at('tre', :'first_time') AS from_the_first_time;
+-- replicated rows: an earlier time than one taken here is raised to it,
+-- a missing one is filled in
+SET session_replication_role = replica;
+INSERT INTO tre (id, seq, ts) VALUES (100, 5000, '2000-01-01'), (101, 5001, NULL);
+RESET session_replication_role;
+INSERT INTO tre VALUES (102);
+SELECT id, ts >= (SELECT max(ts) FROM tre WHERE id < 100) AS not_earlier
+  FROM tre WHERE id >= 100 ORDER BY seq;
+SELECT count(*) FILTER (WHERE ts IS NULL) AS no_time,
+       bool_and(ts >= previous) FILTER (WHERE previous IS NOT NULL) AS rising
+  FROM (SELECT ts, lag(ts) OVER (ORDER BY seq) AS previous FROM tre) x;
+-- times a table brings along must already go up with its numbers
+CREATE TABLE tmig (id int, seq bigint, ts timestamptz);
+INSERT INTO tmig VALUES (1, 1, '2026-01-03'), (2, 2, '2026-01-01'), (3, 3, '2026-01-02');
+SELECT stream_seq.enable('tmig', time_column => 'ts');
+\echo :LAST_ERROR_SQLSTATE
+UPDATE tmig SET ts = NULL WHERE id = 1;
+SELECT stream_seq.enable('tmig', time_column => 'ts');
+SELECT stream_seq.position_at('tmig', '2026-01-02') AS before_the_second_day;
+-- a time in the future: new rows take it until the clock catches up
+CREATE TABLE tfut (id int, seq bigint, ts timestamptz);
+INSERT INTO tfut VALUES (1, 1, '2999-01-01');
+SELECT stream_seq.enable('tfut', time_column => 'ts');
+INSERT INTO tfut (id) VALUES (2);
+SELECT id, seq, ts FROM tfut ORDER BY seq;
+-- a partition's time column takes NULL until commit too
+CREATE TABLE tpd (id int, k text) PARTITION BY LIST (k);
+CREATE TABLE tpd_1 PARTITION OF tpd FOR VALUES IN ('k1');
+SELECT stream_seq.enable('tpd', time_column => 'ts');
+ALTER TABLE tpd_1 ALTER COLUMN ts SET NOT NULL;
+\echo :LAST_ERROR_SQLSTATE
+ALTER TABLE tpd_1 ALTER COLUMN ts SET DEFAULT now();
+\echo :LAST_ERROR_SQLSTATE
+CREATE TABLE tpd_2 (id int, k text, seq bigint, ts timestamptz DEFAULT now());
+ALTER TABLE tpd ATTACH PARTITION tpd_2 FOR VALUES IN ('k2');
+\echo :LAST_ERROR_SQLSTATE
+INSERT INTO tpd VALUES (1, 'k1');
+SELECT id, ts IS NOT NULL AS has_time FROM tpd;
+DROP TABLE tre, tmig, tfut, tpd, tpd_2;
 
 -- retention by age on a stream with a time column: rows numbered before
 -- now() - keep_for go, the rest stay (the cut is put between two rows of

@@ -146,6 +146,10 @@ SELECT * FROM stream_seq.due('rev', 'nobody');
 \echo :LAST_ERROR_SQLSTATE
 SELECT stream_seq.revive('rev', NULL);
 \echo :LAST_ERROR_SQLSTATE
+SELECT * FROM stream_seq.due('pg_class', 'c');
+\echo :LAST_ERROR_SQLSTATE
+SELECT * FROM stream_seq.replay('pg_class', 'c');
+\echo :LAST_ERROR_SQLSTATE
 SELECT stream_seq.revive('rev', 'c', -9223372036854775808) AS revived;
 -- the extremes of a policy: the longest waits stay representable
 SELECT stream_seq.set_retry_policy('rev', 'c', 2147483647, '100 years', 10, '100 years');

@@ -296,6 +296,10 @@ DECLARE
     col name;
 BEGIN
     SELECT s.seq_column INTO col FROM stream_seq.stream s WHERE s.relid = stream;
+    IF col IS NULL THEN
+        -- _take_parked() says what is wrong: NULL, or not a stream table
+        PERFORM stream_seq._take_parked(stream, consumer, max_rows);
+    END IF;
     RETURN QUERY EXECUTE format(
         'SELECT p.seq, (SELECT pg_catalog.to_jsonb(t) FROM %1$s %2$s t WHERE t.%3$I = p.seq), '
         '       p.reason, p.attempts '

@@ -103,6 +103,29 @@ stream_table_max(StreamRef *ref, Snapshot snapshot)
 }
 
 /*
+ * stream_table_newest_time
+ *		The time column of the stream's highest-numbered row that
+ *		"snapshot" sees (DT_NOBEGIN if none, or if it has no time): times
+ *		go up with the numbers, so it is the newest time of the table.
+ */
+TimestampTz
+stream_table_newest_time(StreamRef *ref, Snapshot snapshot)
+{
+	char	   *column = get_attname(ref->relid, ref->seq_attnum, false);
+	char	   *time_column = get_attname(ref->relid, ref->time_attnum, false);
+	char	   *query;
+	int64		newest;
+	bool		found;
+
+	query = psprintf("SELECT %s FROM %s WHERE %s IS NOT NULL ORDER BY %s DESC LIMIT 1",
+					 quote_identifier(time_column), stream_source(ref->relid),
+					 quote_identifier(column), quote_identifier(column));
+	stream_catalog_exec_in(query, snapshot, &newest, 1, &found);
+	pfree(query);
+	return found ? (TimestampTz) newest : DT_NOBEGIN;
+}
+
+/*
  * stream_start_counter
  *		Start the counter of a stream after a server start (or enable()):
  *		next = the table's maximum + 1 (or the point the stream was trimmed
@@ -162,6 +185,14 @@ stream_start_counter(StreamRef *ref)
 		!stream_counter_read(ref, &start, &block_end))
 		elog(ERROR, "could not start the counter of stream table \"%s\"",
 			 get_rel_name(ref->relid));
+
+	/*
+	 * Times never go down as numbers go up, also across a restart or a
+	 * promotion whose clock is behind: new times start at the newest row's.
+	 */
+	if (ref->time_attnum != InvalidAttrNumber)
+		(void) stream_time_floor(ref, stream_table_newest_time(ref, GetLatestSnapshot()),
+								 false);
 	return start;
 }
 

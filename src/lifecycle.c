@@ -563,6 +563,37 @@ prepare_time_column(Oid relid, const char *column, const char *seq_column)
 }
 
 /*
+ * check_times_rising
+ *		enable() with a time column that already holds times: they must
+ *		go up with the numbers the rows already have (NULLs only below
+ *		the first time), as position_at() relies on.  Times a migration
+ *		brought along may not.
+ */
+static void
+check_times_rising(Oid relid, const char *column, const char *time_column)
+{
+	int64		seq;
+	bool		found;
+
+	stream_catalog_exec_latest(psprintf("SELECT n FROM (SELECT %s AS n, %s AS t, "
+										"pg_catalog.max(%s) OVER (ORDER BY %s ROWS BETWEEN UNBOUNDED PRECEDING AND 1 PRECEDING) AS before "
+										"FROM %s WHERE %s IS NOT NULL) x "
+										"WHERE before IS NOT NULL AND (t IS NULL OR t < before) "
+										"ORDER BY n LIMIT 1",
+										quote_identifier(column), quote_identifier(time_column),
+										quote_identifier(time_column), quote_identifier(column),
+										stream_source(relid), quote_identifier(column)),
+							   0, NULL, NULL, &seq, 1, &found);
+	if (found)
+		ereport(ERROR,
+				(errcode(ERRCODE_OBJECT_NOT_IN_PREREQUISITE_STATE),
+				 errmsg("time column \"%s\" of table \"%s\" does not go up with column \"%s\"",
+						time_column, get_rel_name(relid), column),
+				 errdetail("Row " INT64_FORMAT " has an earlier time than a row numbered below it, or none.", seq),
+				 errhint("Stream times must never go down as numbers go up. Set the column to NULL where it is not so, or name another column.")));
+}
+
+/*
  * stream_seq_enable
  *		SQL: enable(stream regclass, seq_column name DEFAULT 'seq',
  *		time_column name DEFAULT NULL): make an ordinary table a stream
@@ -634,13 +665,26 @@ stream_seq_enable(PG_FUNCTION_ARGS)
 	floor = Max(Max(retired_next(relid), owned_sequence_next(relid, attnum)), 1);
 	table_numbers(relid, column, &lowest, &highest, &unnumbered);
 	base = Max(Max(highest, 0), floor - 1);
+	if (time_column != NULL)
+		check_times_rising(relid, column, time_column);
 	if (unnumbered > 0)
 	{
-		stream_caller_exec(psprintf("UPDATE %s t SET %s = s.n "
+		/*
+		 * The rows numbered here get the time of this numbering, no earlier
+		 * than any time in the table: their numbers are above every number
+		 * there.
+		 */
+		char	   *set_time = "";
+
+		if (time_column != NULL)
+			set_time = psprintf(", %s = (SELECT GREATEST(pg_catalog.clock_timestamp(), pg_catalog.max(%s)) FROM %s)",
+								quote_identifier(time_column), quote_identifier(time_column),
+								stream_source(relid));
+		stream_caller_exec(psprintf("UPDATE %s t SET %s = s.n%s "
 							   "FROM (SELECT tableoid, ctid, " INT64_FORMAT " + row_number() OVER (ORDER BY tableoid, ctid) AS n "
 							   "FROM %s WHERE %s IS NULL) s "
 							   "WHERE t.tableoid = s.tableoid AND t.ctid = s.ctid",
-							   stream_source(relid), quote_identifier(column), base,
+							   stream_source(relid), quote_identifier(column), set_time, base,
 							   stream_source(relid), quote_identifier(column)), 0, NULL, NULL);
 		CommandCounterIncrement();
 		table_numbers(relid, column, &lowest, &highest, &unnumbered);

@@ -816,8 +816,9 @@ stream_partition_truncated(Oid stream, Oid relid)
 /*
  * stream_check_partition
  *		After DDL that made "relid" a partition of stream "stream" (CREATE
- *		TABLE ... PARTITION OF, ATTACH PARTITION): its stream column must
- *		take NULL until commit, and the table must be logged.  With
+ *		TABLE ... PARTITION OF, ATTACH PARTITION): its stream column (and
+ *		time column) must take NULL until commit, and the table must be
+ *		logged.  With
  *		"add_trigger" (a new partition) it gets the TRUNCATE trigger.
  */
 void
@@ -836,6 +837,20 @@ stream_check_partition(Oid stream, Oid relid, bool add_trigger)
 						NameStr(att->attname), RelationGetRelationName(rel),
 						get_rel_name(stream)),
 				 errdetail("Stream numbers are assigned at commit; rows hold NULL until then.")));
+	if (ref->time_attnum != InvalidAttrNumber)
+	{
+		AttrNumber	time_attnum = get_attnum(relid, get_attname(ref->relid, ref->time_attnum, false));
+
+		att = time_attnum == InvalidAttrNumber ? NULL :
+			TupleDescAttr(RelationGetDescr(rel), time_attnum - 1);
+		if (att != NULL && (att->attnotnull || att->atthasdef))
+			ereport(ERROR,
+					(errcode(ERRCODE_INVALID_TABLE_DEFINITION),
+					 errmsg("time column \"%s\" of partition \"%s\" of stream table \"%s\" cannot have NOT NULL or a default",
+							NameStr(att->attname), RelationGetRelationName(rel),
+							get_rel_name(stream)),
+					 errdetail("The time column is written at commit, with the number; rows hold NULL until then.")));
+	}
 	if (rel->rd_rel->relpersistence != RELPERSISTENCE_PERMANENT)
 		ereport(ERROR,
 				(errcode(ERRCODE_FEATURE_NOT_SUPPORTED),

@@ -57,6 +57,35 @@ in_replication_worker(void)
 }
 
 /*
+ * keep_times_rising
+ *		A replicated row with a number, on a stream with a time column:
+ *		its time (the origin's) is kept unless it is earlier than the
+ *		time of a number taken here before, or missing (an origin without
+ *		the column); then it gets that time, or the current one, so that
+ *		times never go down as numbers go up (position_at() relies on
+ *		it).  Returns the row to store.
+ */
+static HeapTuple
+keep_times_rising(Relation rel, HeapTuple tuple, AttrNumber time_attnum,
+				  StreamRef *ref)
+{
+	bool		isnull;
+	Datum		value = heap_getattr(tuple, time_attnum, RelationGetDescr(rel),
+									 &isnull);
+	TimestampTz at;
+	int			column = time_attnum;
+	bool		nulls = false;
+
+	at = stream_time_floor(ref, isnull ? DT_NOBEGIN : DatumGetTimestampTz(value),
+						   isnull);
+	if (!isnull && at == DatumGetTimestampTz(value))
+		return tuple;
+	value = TimestampTzGetDatum(at);
+	return heap_modify_tuple_by_cols(tuple, RelationGetDescr(rel), 1, &column,
+									 &value, &nulls);
+}
+
+/*
  * stream_seq_replica_trigger
  *		BEFORE INSERT / BEFORE UPDATE (any column: pglogical's apply says
  *		not which it updates), fired only in replica mode: a row that comes
@@ -118,8 +147,11 @@ stream_seq_replica_trigger(PG_FUNCTION_ARGS)
 	}
 	if (!isnull)
 	{
-		stream_counter_raise(stream_lookup(target->stream, false),
-							 DatumGetInt64(value));
+		StreamRef  *ref = stream_lookup(target->stream, false);
+
+		stream_counter_raise(ref, DatumGetInt64(value));
+		if (target->time_attnum != InvalidAttrNumber)
+			tuple = keep_times_rising(rel, tuple, target->time_attnum, ref);
 		return PointerGetDatum(tuple);
 	}
 	if (TRIGGER_FIRED_BY_INSERT(trigdata->tg_event) && !in_replication_worker())

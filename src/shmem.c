@@ -656,6 +656,30 @@ stream_counter_start(StreamRef *ref, int64 start)
 }
 
 /*
+ * stream_time_floor
+ *		The stream's time floor, the time of its last reservation, raised
+ *		to "at" if that is later; with "now", the current time is taken
+ *		as "at", as a reservation would.  Returns the time to record: "at"
+ *		or the floor, whichever is later.  Used where a time comes from
+ *		elsewhere than a reservation (the table's newest row when the
+ *		counter starts, a replicated row), so that times never go down as
+ *		numbers go up.
+ */
+TimestampTz
+stream_time_floor(StreamRef *ref, TimestampTz at, bool now)
+{
+	StreamSlot *slot = lock_slot_or_error(ref, LW_EXCLUSIVE);
+
+	if (now)
+		at = GetCurrentTimestamp();
+	if (at < slot->numbered_at)
+		at = slot->numbered_at;
+	slot->numbered_at = at;
+	LWLockRelease(slot->lock);
+	return at;
+}
+
+/*
  * stream_counter_read
  *		The next number of a started counter in *next, and the end of its
  *		recorded block in *block_end; false if the counter is not started.

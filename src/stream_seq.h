@@ -225,6 +225,7 @@ extern void stream_slot_release(Oid dboid, Oid relid);
 extern void stream_slot_restart(StreamRef *ref);
 extern bool stream_counter_at_least(StreamRef *ref, int64 next);
 extern bool stream_counter_start(StreamRef *ref, int64 start);
+extern TimestampTz stream_time_floor(StreamRef *ref, TimestampTz at, bool now);
 extern bool stream_counter_read(StreamRef *ref, int64 *next,
 								int64 *block_end);
 extern void stream_counter_extend(StreamRef *ref, int64 block_start,
@@ -301,6 +302,7 @@ extern void stream_run_as_end(int save_nestlevel, Oid save_userid,
 /* counter.c: the durable head */
 extern void stream_counter_raise(StreamRef *ref, int64 number);
 extern int64 stream_start_counter(StreamRef *ref);
+extern TimestampTz stream_table_newest_time(StreamRef *ref, Snapshot snapshot);
 extern int64 stream_take_numbers(StreamRef *ref, int64 count, bool have_entry,
 								 int64 *lo, TimestampTz *numbered_at);
 extern int64 stream_recorded_end(Oid head_seq, int64 interval);
