@@ -224,6 +224,43 @@ INSERT INTO tpd VALUES (1, 'k1');
 SELECT id, ts IS NOT NULL AS has_time FROM tpd;
 DROP TABLE tre, tmig, tfut, tpd, tpd_2;
 
+-- what would not see the values written at commit is refused, on the
+-- stream column and the time column: CHECK, foreign key, generated column
+CREATE TABLE tcheck (id int, seq bigint CHECK (seq < 100));
+SELECT stream_seq.enable('tcheck');
+\echo :LAST_ERROR_SQLSTATE
+CREATE TABLE tgen (id int, seq bigint, twice bigint GENERATED ALWAYS AS (seq * 2) STORED);
+SELECT stream_seq.enable('tgen');
+\echo :LAST_ERROR_SQLSTATE
+CREATE TABLE tref (n bigint PRIMARY KEY);
+CREATE TABLE tfk (id int, seq bigint REFERENCES tref);
+SELECT stream_seq.enable('tfk');
+\echo :LAST_ERROR_SQLSTATE
+SELECT count(*) AS streams FROM stream_seq.stream WHERE relid IN ('tcheck'::regclass, 'tgen'::regclass, 'tfk'::regclass);
+CREATE TABLE tcons (id int CHECK (id > 0), note text);
+SELECT stream_seq.enable('tcons', time_column => 'ts');
+ALTER TABLE tcons ADD CHECK (ts < '2000-01-01');
+\echo :LAST_ERROR_SQLSTATE
+ALTER TABLE tcons ADD CHECK (tcons IS NOT NULL);
+\echo :LAST_ERROR_SQLSTATE
+ALTER TABLE tcons ADD COLUMN day date GENERATED ALWAYS AS ((ts AT TIME ZONE 'UTC')::date) STORED;
+\echo :LAST_ERROR_SQLSTATE
+ALTER TABLE tcons ADD FOREIGN KEY (seq) REFERENCES tref;
+\echo :LAST_ERROR_SQLSTATE
+-- other columns may be constrained
+ALTER TABLE tcons ADD CHECK (note <> '');
+INSERT INTO tcons VALUES (1, 'ok');
+SELECT id, seq, ts IS NOT NULL AS has_time FROM tcons;
+CREATE TABLE tcp (id int, k int) PARTITION BY LIST (k);
+CREATE TABLE tcp_1 PARTITION OF tcp FOR VALUES IN (1);
+SELECT stream_seq.enable('tcp');
+ALTER TABLE tcp_1 ADD CHECK (seq > 0);
+\echo :LAST_ERROR_SQLSTATE
+CREATE TABLE tcp_2 (id int, k int, seq bigint CHECK (seq > 0));
+ALTER TABLE tcp ATTACH PARTITION tcp_2 FOR VALUES IN (2);
+\echo :LAST_ERROR_SQLSTATE
+DROP TABLE tcheck, tgen, tfk, tref, tcons, tcp, tcp_2;
+
 -- retention by age on a stream with a time column: rows numbered before
 -- now() - keep_for go, the rest stay (the cut is put between two rows of
 -- different times, in the transaction that applies it)

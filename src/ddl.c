@@ -406,7 +406,8 @@ check_time_column(Relation rel, AttrNumber attnum)
  *		After DDL on a stream table: follow a renamed column; refuse what
  *		would break the stream (NOT NULL or a default on the column, an
  *		unlogged table, disabled triggers, a deferrable unique constraint,
- *		no unique index on the column).
+ *		a CHECK, foreign key or generated column on the columns written at
+ *		commit, no unique index on the column).
  */
 static void
 check_stream_table(Oid relid)
@@ -453,6 +454,7 @@ check_stream_table(Oid relid)
 					 errhint("Run stream_seq.disable() to stop numbering the table.")));
 	}
 	stream_check_no_deferrable_index(rel);
+	stream_check_written_columns_free(rel, attnum, time_attnum);
 	if (!OidIsValid(stream_unique_index(relid, attnum)))
 		ereport(ERROR,
 				(errcode(ERRCODE_DEPENDENT_OBJECTS_STILL_EXIST),
@@ -481,16 +483,23 @@ check_stream_table(Oid relid)
  * check_partition
  *		A table that is a partition of stream "stream" after DDL: what
  *		partition.c checks of a partition, and no deferrable unique or
- *		exclusion constraint (as on the stream table).
+ *		exclusion constraint, CHECK, foreign key or generated column on the
+ *		columns written at commit (as on the stream table).
  */
 static void
 check_partition(Oid stream, Oid relid, bool created)
 {
 	Relation	rel;
+	StreamRef  *ref;
 
 	stream_check_partition(stream, relid, created);
+	ref = stream_lookup(stream, false);
 	rel = relation_open(relid, AccessShareLock);
 	stream_check_no_deferrable_index(rel);
+	stream_check_written_columns_free(rel,
+									  get_attnum(relid, get_attname(stream, ref->seq_attnum, false)),
+									  ref->time_attnum == InvalidAttrNumber ? InvalidAttrNumber :
+									  get_attnum(relid, get_attname(stream, ref->time_attnum, false)));
 	relation_close(rel, AccessShareLock);
 }
 

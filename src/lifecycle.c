@@ -35,6 +35,7 @@
 #include "fmgr.h"
 #include "miscadmin.h"
 #include "nodes/primnodes.h"
+#include "optimizer/optimizer.h"
 #include "storage/lmgr.h"
 #include "utils/acl.h"
 #include "utils/builtins.h"
@@ -278,6 +279,88 @@ stream_check_no_deferrable_index(Relation rel)
 					 errmsg("table \"%s\" has a deferrable unique or exclusion constraint",
 							RelationGetRelationName(rel)),
 					 errdetail("Such a constraint cannot be checked for the rows stream_seq numbers at commit.")));
+	}
+}
+
+/*
+ * expression_uses
+ *		Whether the stored expression "text" (nodeToString form) uses
+ *		column "attnum" or "time_attnum" of its relation, or the whole row.
+ */
+static bool
+expression_uses(const char *text, AttrNumber attnum, AttrNumber time_attnum)
+{
+	Bitmapset  *attrs = NULL;
+
+	pull_varattnos(stringToNode(text), 1, &attrs);
+	return bms_is_member(attnum - FirstLowInvalidHeapAttributeNumber, attrs) ||
+		(time_attnum != InvalidAttrNumber &&
+		 bms_is_member(time_attnum - FirstLowInvalidHeapAttributeNumber, attrs)) ||
+		bms_is_member(InvalidAttrNumber - FirstLowInvalidHeapAttributeNumber, attrs);
+}
+
+/*
+ * stream_check_written_columns_free
+ *		Refuse CHECK constraints, foreign keys and stored generated columns
+ *		that use the stream column "attnum" or the time column
+ *		"time_attnum" (if valid) of "rel": the commit-time write sets them
+ *		without any of these seeing the new values, so a CHECK would not
+ *		hold (and pg_restore, which checks it, would then fail to load the
+ *		table), a foreign key would not be checked and a generated column
+ *		would stay NULL.  For enable() and for DDL on a stream table or
+ *		partition.
+ */
+void
+stream_check_written_columns_free(Relation rel, AttrNumber attnum,
+								  AttrNumber time_attnum)
+{
+	TupleDesc	desc = RelationGetDescr(rel);
+	TupleConstr *constr = desc->constr;
+	List	   *fkeys;
+	ListCell   *lc;
+	int			i;
+
+	for (i = 0; constr != NULL && i < constr->num_check; i++)
+	{
+		if (expression_uses(constr->check[i].ccbin, attnum, time_attnum))
+			ereport(ERROR,
+					(errcode(ERRCODE_FEATURE_NOT_SUPPORTED),
+					 errmsg("check constraint \"%s\" of table \"%s\" uses a column stream_seq writes at commit",
+							constr->check[i].ccname, RelationGetRelationName(rel)),
+					 errdetail("The number (and time) written at commit are not checked by CHECK constraints; pg_restore would refuse rows that fail it."),
+					 errhint("Drop the constraint, or check other columns only.")));
+	}
+	for (i = 0; constr != NULL && i < constr->num_defval; i++)
+	{
+		AttrNumber	generated = constr->defval[i].adnum;
+
+		if (TupleDescAttr(desc, generated - 1)->attgenerated != '\0' &&
+			expression_uses(constr->defval[i].adbin, attnum, time_attnum))
+			ereport(ERROR,
+					(errcode(ERRCODE_FEATURE_NOT_SUPPORTED),
+					 errmsg("generated column \"%s\" of table \"%s\" uses a column stream_seq writes at commit",
+							NameStr(TupleDescAttr(desc, generated - 1)->attname),
+							RelationGetRelationName(rel)),
+					 errdetail("Generated columns are not computed again when the number (and time) are written at commit."),
+					 errhint("Compute it in a view, or when reading.")));
+	}
+	fkeys = RelationGetFKeyList(rel);
+	foreach(lc, fkeys)
+	{
+		ForeignKeyCacheInfo *fk = lfirst(lc);
+
+		if (fk->conrelid != RelationGetRelid(rel))
+			continue;
+		for (i = 0; i < fk->nkeys; i++)
+		{
+			if (fk->conkey[i] == attnum ||
+				(time_attnum != InvalidAttrNumber && fk->conkey[i] == time_attnum))
+				ereport(ERROR,
+						(errcode(ERRCODE_FEATURE_NOT_SUPPORTED),
+						 errmsg("foreign key \"%s\" of table \"%s\" uses a column stream_seq writes at commit",
+								get_constraint_name(fk->conoid), RelationGetRelationName(rel)),
+						 errdetail("The number (and time) written at commit are not checked against foreign keys.")));
+		}
 	}
 }
 
@@ -563,6 +646,28 @@ prepare_time_column(Oid relid, const char *column, const char *seq_column)
 }
 
 /*
+ * check_written_columns
+ *		enable(): stream_check_written_columns_free on the table and each
+ *		of its partitions.
+ */
+static void
+check_written_columns(Oid relid, const char *column, const char *time_column)
+{
+	List	   *tables = find_all_inheritors(relid, NoLock, NULL);
+	ListCell   *lc;
+
+	foreach(lc, tables)
+	{
+		Relation	rel = relation_open(lfirst_oid(lc), NoLock);
+
+		stream_check_written_columns_free(rel, get_attnum(RelationGetRelid(rel), column),
+										  time_column == NULL ? InvalidAttrNumber :
+										  get_attnum(RelationGetRelid(rel), time_column));
+		relation_close(rel, NoLock);
+	}
+}
+
+/*
  * check_times_rising
  *		enable() with a time column that already holds times: they must
  *		go up with the numbers the rows already have (NULLs only below
@@ -665,6 +770,7 @@ stream_seq_enable(PG_FUNCTION_ARGS)
 	floor = Max(Max(retired_next(relid), owned_sequence_next(relid, attnum)), 1);
 	table_numbers(relid, column, &lowest, &highest, &unnumbered);
 	base = Max(Max(highest, 0), floor - 1);
+	check_written_columns(relid, column, time_column);
 	if (time_column != NULL)
 		check_times_rising(relid, column, time_column);
 	if (unnumbered > 0)

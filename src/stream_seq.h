@@ -388,6 +388,8 @@ extern bool stream_slots_floor(Oid relid, int64 horizon, char **consumer,
 /* lifecycle.c */
 extern Oid	stream_unique_index(Oid relid, AttrNumber attnum);
 extern void stream_check_no_deferrable_index(Relation rel);
+extern void stream_check_written_columns_free(Relation rel, AttrNumber attnum,
+											  AttrNumber time_attnum);
 extern void stream_protect_index(Oid relid, AttrNumber attnum);
 extern void stream_retire(StreamRef *ref);
 
