@@ -252,8 +252,9 @@ try_switch(Oid relid, const char *consumer)
  * stream_resize_try_switch
  *		For claim(): make the switch of a pending resize of the group if it
  *		is due (see try_switch).  Cheap when none is pending: one read, no
- *		lock.  Returns whether it switched (the caller reads the slot count
- *		again).
+ *		lock.  Returns whether a resize was pending: then the slot count
+ *		the caller read may have changed (switched here, or by another
+ *		claim() it waited for), and it reads it again.
  */
 bool
 stream_resize_try_switch(Oid relid, const char *consumer)
@@ -270,7 +271,10 @@ stream_resize_try_switch(Oid relid, const char *consumer)
 	stream_catalog_exec("SELECT 1::pg_catalog.int8 FROM stream_seq.consumer "
 						"WHERE stream = $1 AND consumer = $2 AND resize_to IS NOT NULL",
 						2, argtypes, values, &one, 1, &found);
-	return found && try_switch(relid, consumer);
+	if (!found)
+		return false;
+	(void) try_switch(relid, consumer);
+	return true;
 }
 
 /*
