@@ -75,6 +75,7 @@
 #include "utils/acl.h"
 #include "utils/builtins.h"
 #include "utils/lsyscache.h"
+#include "utils/snapmgr.h"
 
 #include "stream_seq.h"
 
@@ -206,6 +207,15 @@ try_switch(Oid relid, const char *consumer)
 							"FROM stream_seq.consumer_slot "
 							"WHERE stream = $1 AND consumer = $2 ORDER BY slot FOR UPDATE",
 							2, argtypes, values, 3, &rows);
+
+	/*
+	 * The old slots' rows are looked for in a snapshot taken now, not the
+	 * caller's statement's (nor, under REPEATABLE READ, its transaction's):
+	 * those may be older than rows up to the fence that committed before
+	 * the fence was recorded (the fence can be a slot's position, which
+	 * an advance set under a later horizon), and would miss them.
+	 */
+	PushActiveSnapshot(GetLatestSnapshot());
 	for (i = 0; i < n; i++)
 	{
 		int			slot = (int) rows[i * 3];
@@ -216,8 +226,12 @@ try_switch(Oid relid, const char *consumer)
 			continue;
 		if (stream_slot_finished_upto(relid, old_expr, slot, position,
 									  fence + 1) < fence)
+		{
+			PopActiveSnapshot();
 			return false;
+		}
 	}
+	PopActiveSnapshot();
 
 	values[2] = Int32GetDatum(resize_to);
 	values[3] = Int64GetDatum(fence);

@@ -344,6 +344,57 @@ like($log, qr/PID $victim\) was terminated by signal 9/,
 	'the server process killed was the worker\'s');
 unlike($log, qr/PANIC|TRAP:/, 'no PANIC, no assertion failure');
 
+# phase 3: a pending resize survives pg_dump and pg_restore -j (the state
+# is in the extension's configuration tables, its index an ordinary one),
+# and a worker in the restored database finishes it
+$node->safe_psql('postgres', q{
+INSERT INTO ev (k, payload) SELECT g, 'late' FROM generate_series(1, 20) g});
+is($node->safe_psql('postgres', "SELECT stream_seq.resize_group('ev', 'g', 3)"),
+	'f', 'a resize to 3 with rows unread is pending before the dump');
+my $state_sql = q{
+SELECT slots || '|' || resize_to || '|' || resize_fence FROM stream_seq.consumers
+ WHERE consumer = 'g'};
+my $pending = $node->safe_psql('postgres', $state_sql);
+my $dump = $node->basedir . '/resize.dump';
+$node->command_ok([ 'pg_dump', '-Fc', '-f', $dump, '-d', 'postgres' ],
+	'pg_dump -Fc with a resize pending');
+$node->safe_psql('postgres', 'CREATE DATABASE restored');
+$node->command_ok(
+	[ 'pg_restore', '--exit-on-error', '-j', '2', '-d', 'restored', $dump ],
+	'pg_restore -j 2 into a new database');
+is($node->safe_psql('restored', $state_sql), $pending,
+	"the pending resize was restored ($pending)");
+is( $node->safe_psql('restored', q{
+SELECT count(*) FROM pg_indexes WHERE tablename = 'ev' AND indexdef LIKE '%slot_of%'}),
+	2, 'the group\'s index and the pending resize\'s were restored');
+my ($fence3) = (split /\|/, $pending)[2];
+my $late = 0;
+for my $c ($node->safe_psql('restored',
+		"SELECT slot || '|' || token FROM stream_seq.claim('ev', 'g', 'r1', '1 minute')") =~ /^(\d+\|\d+)$/mg)
+{
+	my ($slot, $token) = split /\|/, $c;
+	my ($rows, $max, $above) = split /\|/, $node->safe_psql('restored', qq{
+SELECT count(*), coalesce(max(seq), 0), count(*) FILTER (WHERE seq > $fence3)
+  FROM stream_seq.read_slot('ev', 'g', $slot, $token, 1000)});
+	$late += $above;
+	$node->safe_psql('restored',
+		"SELECT stream_seq.advance_slot('ev', 'g', $slot, $token, $max)")
+	  if $rows > 0;
+}
+my $resize_state = q{
+SELECT slots || '|' || coalesce(resize_to::text, '') FROM stream_seq.consumers WHERE consumer = 'g'};
+is($node->safe_psql('restored', $resize_state), '2|3',
+	'in the restored database, a worker finished the old slots up to the fence');
+$node->safe_psql('restored', "SELECT count(*) FROM stream_seq.claim('ev', 'g', 'r1', '1 minute')");
+is($node->safe_psql('restored', $resize_state), '3|',
+	'and its next claim switched to 3 slots');
+is($late, 0, 'no row above the fence was read before the switch');
+is( $node->safe_psql('restored', qq{
+SELECT count(*) FROM stream_seq.claim('ev', 'g', 'r1', '1 minute') c,
+       LATERAL stream_seq.read_slot('ev', 'g', c.slot, c.token, 1000) r}),
+	$node->safe_psql('restored', "SELECT count(*) FROM ev WHERE seq > $fence3"),
+	'the new slots hold the rows above the fence');
+
 stop_pgbouncer($bouncer);
 eval { $locker->close; };
 $node->stop;
