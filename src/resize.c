@@ -27,7 +27,9 @@
  *	  pending) or by resize_group() itself: it locks the consumer's row,
  *	  then every slot row in slot order, and checks that every old slot
  *	  has finished up to F: its position is at least F, or none of its
- *	  rows lies between its position and F (slot_finished_upto).  If so,
+ *	  rows lies between its position and F (slot_finished_upto), looked
+ *	  for in a snapshot taken then, which sees every row up to F (the
+ *	  caller's statement snapshot may predate some of them).  If so,
  *	  in the same transaction: the slot count becomes m, the slot
  *	  expression and index the new ones; slots m and above are deleted,
  *	  the others (and new ones up to m - 1) are set to position F, without
@@ -56,6 +58,14 @@
  * resize_group() of the group drops it first thing, in the caller's own
  * transaction (resize_group() to the current count does nothing else),
  * and drop_consumer() and disable() drop it with the group.
+ *
+ * Locks.  resize_group() takes, in the caller's transaction and in this
+ * order: ACCESS EXCLUSIVE on the table if it drops a retired index, SHARE
+ * while it builds the new one (writers wait), the consumer's row, then the
+ * slot rows in slot order (waiting for workers' uncommitted advances).  It
+ * holds them until the caller commits: call it in a transaction of its
+ * own.  A worker that holds a slot row and then writes the stream table in
+ * the same transaction can deadlock with it (one of the two is cancelled).
  *
  * One resize at a time: resize_group() to another count while one is
  * pending fails (SQLSTATE 55000); to the pending count it does nothing
