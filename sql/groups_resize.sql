@@ -146,3 +146,28 @@ SELECT stream_seq.drop_consumer('rev', 'g');
 SELECT count(*) AS indexes FROM pg_indexes WHERE tablename = 'rev' AND indexdef LIKE '%slot_of%';
 SELECT stream_seq.disable('rev');
 DROP TABLE rev;
+
+-- a partitioned stream: the new index is a partitioned index, and the
+-- old slots are read from the partitions up to the fence
+CREATE TABLE pev (day int NOT NULL, k int, payload text) PARTITION BY RANGE (day);
+CREATE TABLE pev_1 PARTITION OF pev FOR VALUES FROM (1) TO (2);
+CREATE TABLE pev_2 PARTITION OF pev FOR VALUES FROM (2) TO (3);
+SELECT stream_seq.enable('pev');
+INSERT INTO pev (day, k) SELECT 1 + g % 2, g % 5 FROM generate_series(1, 10) g;
+SELECT stream_seq.create_group('pev', 'pg', 'k', 2);
+SELECT stream_seq.resize_group('pev', 'pg', 3);
+INSERT INTO pev (day, k) SELECT 1 + g % 2, g % 5 FROM generate_series(11, 16) g;
+SELECT count(*) AS old_slots_rows, max(seq) <= 10 AS up_to_fence
+  FROM stream_seq.claim('pev', 'pg', 'p1', '1 minute') c,
+       LATERAL stream_seq.read_slot('pev', 'pg', c.slot, c.token, 100);
+SELECT count(stream_seq.advance_slot('pev', 'pg', s.slot, s.token, 10))
+  FROM stream_seq.consumer_slots s WHERE s.consumer = 'pg';
+SELECT count(*) AS new_slots FROM stream_seq.claim('pev', 'pg', 'p1', '1 minute');
+SELECT count(*) AS new_slots_rows, min(seq) > 10 AS above_fence,
+       bool_and(stream_seq.slot_of("row"->>'k', 3) = c.slot) AS right_slot
+  FROM stream_seq.claim('pev', 'pg', 'p1', '1 minute') c,
+       LATERAL stream_seq.read_slot('pev', 'pg', c.slot, c.token, 100);
+SELECT count(*) AS indexes FROM pg_indexes WHERE tablename = 'pev' AND indexdef LIKE '%slot_of%';
+SELECT stream_seq.disable('pev');
+SELECT count(*) AS indexes_left FROM pg_indexes WHERE tablename = 'pev' AND indexdef LIKE '%slot_of%';
+DROP TABLE pev;
