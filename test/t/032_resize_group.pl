@@ -82,6 +82,15 @@ COMMIT;
 my $stop_file = $node->basedir . '/workers.stop';
 # once it exists, workers retry whatever fails (the server restarts)
 my $crash_file = $node->basedir . '/crash';
+# the pgbouncer to connect to, once the test has started a new one (after
+# the crash: pgbouncer 1.18 stops logging in to a server whose login
+# failed while it restarted, and lets its clients wait for good)
+my $connstr_file = $node->basedir . '/connstr';
+
+sub bouncer_connstr
+{
+	return -e $connstr_file ? slurp_file($connstr_file) : $bouncer->{connstr};
+}
 
 # The worker loop of 018_group_workers.pl.  Before the crash only SS001 is
 # expected (fenced, by a takeover or a resize: roll back and claim again);
@@ -107,7 +116,7 @@ sub worker
 		$n{retried}++;
 		if ($r->{sqlstate} eq 'dead')
 		{
-			$s = eval { session($node, $bouncer->{connstr}) };
+			$s = eval { session($node, bouncer_connstr()) };
 			usleep(200_000);
 			return 1;
 		}
@@ -120,7 +129,7 @@ sub worker
 	{
 		if (!defined $s)
 		{
-			$s = eval { session($node, $bouncer->{connstr}) };
+			$s = eval { session($node, bouncer_connstr()) };
 			usleep(200_000);
 			next;
 		}
@@ -272,6 +281,11 @@ note "killing server process $victim with SIGKILL";
 kill 'KILL', $victim;
 ok($node->poll_query_until('postgres', 'SELECT true'),
 	'the server is back after the crash');
+stop_pgbouncer($bouncer);
+$bouncer = start_pgbouncer($node, path => $pgbouncer, pool_size => 20,
+	name => 'resize_group_after_crash');
+append_to_file("$connstr_file.tmp", $bouncer->{connstr});
+rename("$connstr_file.tmp", $connstr_file) or die "rename: $!";
 note 'resize state after the crash: '
   . $node->safe_psql('postgres', q{
 SELECT slots || ' slots, resize_to ' || coalesce(resize_to::text, 'none')
