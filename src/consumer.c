@@ -406,6 +406,8 @@ stream_seq_drop_consumer(PG_FUNCTION_ARGS)
 	/* its slots, workers and parked rows first (no foreign key: catalog.c) */
 	if (stream_have_groups())
 	{
+		/* and the indexes its resizes made (resize.c) */
+		stream_resize_drop_indexes(relid, consumer);
 		stream_catalog_exec("DELETE FROM stream_seq.parked WHERE stream = $1 AND consumer = $2",
 							2, argtypes, values, NULL, 0, NULL);
 		stream_catalog_exec("DELETE FROM stream_seq.consumer_worker WHERE stream = $1 AND consumer = $2",

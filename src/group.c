@@ -127,6 +127,23 @@ report_lease_lost(const char *consumer, int slot, int64 token, int64 current)
 }
 
 /*
+ * check_group_slot
+ *		check_slot() for a worker's slot: one that a resize removed was
+ *		lost (SS001, claim again), not a slot that never existed.
+ */
+static void
+check_group_slot(Oid relid, const char *consumer, int slot, int slots)
+{
+	if (slot >= slots && stream_resize_removed_slot(relid, consumer, slot))
+		ereport(ERROR,
+				(errcode(ERRCODE_STREAM_LEASE_LOST),
+				 errmsg("lease on slot %d of group \"%s\" was lost", slot, consumer),
+				 errdetail("A resize of the group to %d slots removed the slot.", slots),
+				 errhint("Roll back, and call stream_seq.claim() again.")));
+	check_slot(slot, slots);
+}
+
+/*
  * stream_seq_create_group
  *		SQL: create_group(stream, consumer, key text, slots integer,
  *		start_after bigint DEFAULT 0).  Creates the group, its slots, all
@@ -301,6 +318,9 @@ stream_seq_claim(PG_FUNCTION_ARGS)
 				 errmsg("worker name must not be empty")));
 	(void) stream_lookup(relid, false);
 	slots = group_lookup(relid, consumer);
+	/* a pending resize whose old slots are done switches here (resize.c) */
+	if (stream_resize_try_switch(relid, consumer))
+		slots = group_lookup(relid, consumer);
 
 	InitMaterializedSRF(fcinfo, 0);
 	values[0] = ObjectIdGetDatum(relid);
@@ -462,7 +482,11 @@ slot_row(Oid relid, const char *consumer, int slot, bool for_update,
 						"WHERE stream = $1 AND consumer = $2 AND slot = $3",
 						3, argtypes, values, row, 2, &found);
 	if (!found)
-		elog(ERROR, "slot %d of group \"%s\" is missing", slot, consumer);
+		ereport(ERROR,
+				(errcode(ERRCODE_STREAM_LEASE_LOST),
+				 errmsg("lease on slot %d of group \"%s\" was lost", slot, consumer),
+				 errdetail("A resize of the group removed the slot."),
+				 errhint("Roll back, and call stream_seq.claim() again.")));
 	*token = row[1];
 	return row[0];
 }
@@ -486,8 +510,8 @@ stream_seq_slot_state(PG_FUNCTION_ARGS)
 	int			slots;
 	StreamRef  *ref;
 	TupleDesc	tupdesc;
-	Datum		values[3];
-	bool		nulls[3] = {false, false, false};
+	Datum		values[4];
+	bool		nulls[4] = {false, false, false, false};
 	Oid			argtypes[2] = {REGCLASSOID, TEXTOID};
 	Datum		args[2];
 	char	   *slot_expr;
@@ -499,7 +523,7 @@ stream_seq_slot_state(PG_FUNCTION_ARGS)
 	token = PG_GETARG_INT64(3);
 	ref = stream_lookup(relid, false);
 	slots = group_lookup(relid, consumer);
-	check_slot(slot, slots);
+	check_group_slot(relid, consumer, slot, slots);
 
 	position = slot_row(relid, consumer, slot, false, &current);
 	if (current != token)
@@ -517,6 +541,14 @@ stream_seq_slot_state(PG_FUNCTION_ARGS)
 	values[1] = CStringGetTextDatum(slot_expr);
 	values[2] = CStringGetDatum(get_attname(relid, ref->seq_attnum, false));
 	values[2] = DirectFunctionCall1(namein, values[2]);
+	/* since 0.5.0: no row above the fence of a pending resize (resize.c) */
+	if (tupdesc->natts > 3)
+	{
+		int64		fence = stream_resize_fence(relid, consumer);
+
+		values[3] = Int64GetDatum(fence);
+		nulls[3] = fence < 0;
+	}
 	PG_RETURN_DATUM(HeapTupleGetDatum(heap_form_tuple(tupdesc, values, nulls)));
 }
 
@@ -552,7 +584,7 @@ stream_seq_advance_slot(PG_FUNCTION_ARGS)
 	to_position = PG_GETARG_INT64(4);
 	ref = stream_lookup(relid, false);
 	slots = group_lookup(relid, consumer);
-	check_slot(slot, slots);
+	check_group_slot(relid, consumer, slot, slots);
 
 	position = slot_row(relid, consumer, slot, true, &current);
 	if (current != token)
@@ -733,6 +765,18 @@ slot_finished_upto(Oid relid, const char *slot_expr, int slot,
 	SPI_finish();
 	stream_run_as_end(save_nestlevel, save_userid, save_sec_context);
 	return next_row - 1;
+}
+
+/*
+ * stream_slot_finished_upto
+ *		slot_finished_upto for resize.c, which switches a resize only once
+ *		every old slot has finished up to its fence.
+ */
+int64
+stream_slot_finished_upto(Oid relid, const char *slot_expr, int slot,
+						  int64 position, int64 horizon)
+{
+	return slot_finished_upto(relid, slot_expr, slot, position, horizon);
 }
 
 /*

@@ -946,6 +946,7 @@ drop_group_indexes(Oid relid)
 
 	if (!OidIsValid(get_relname_relid("consumer_slot", stream_namespace(false))))
 		return;				/* before 0.3.0: no groups */
+	stream_resize_drop_indexes(relid, NULL);	/* resize.c */
 	values[0] = ObjectIdGetDatum(relid);
 	n = stream_catalog_rows("SELECT pg_catalog.to_regclass(slot_index::pg_catalog.text)"
 							"::pg_catalog.oid::pg_catalog.int8 "

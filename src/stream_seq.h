@@ -381,6 +381,16 @@ extern bool stream_slowest_consumer(Oid relid, char **consumer,
 									int64 *position);
 extern bool stream_slots_floor(Oid relid, int64 horizon, char **consumer,
 							   int64 *position);
+extern int64 stream_slot_finished_upto(Oid relid, const char *slot_expr,
+									   int slot, int64 position, int64 horizon);
+
+/* resize.c */
+extern bool stream_resize_supported(void);
+extern bool stream_resize_try_switch(Oid relid, const char *consumer);
+extern int64 stream_resize_fence(Oid relid, const char *consumer);
+extern bool stream_resize_removed_slot(Oid relid, const char *consumer,
+									   int slot);
+extern void stream_resize_drop_indexes(Oid relid, const char *consumer);
 
 /* SQLSTATE of a worker whose lease on a slot of a group was lost */
 #define ERRCODE_STREAM_LEASE_LOST MAKE_SQLSTATE('S','S','0','0','1')

@@ -1,0 +1,173 @@
+-- Resizing a consumer group (resize_group(), src/resize.c): the SQL
+-- surface, every error, the pending state and the switch, cancelling,
+-- ROLLBACK, savepoints, PREPARE TRANSACTION, and the indexes it leaves
+SET client_min_messages = warning;
+CREATE EXTENSION IF NOT EXISTS stream_seq;
+\set SHOW_CONTEXT never
+\set VERBOSITY default
+
+CREATE TABLE rev (id bigserial PRIMARY KEY, k int, payload text);
+SELECT stream_seq.enable('rev');
+INSERT INTO rev (k, payload) SELECT g % 10, 'p' || g FROM generate_series(1, 20) g;
+SELECT stream_seq.create_group('rev', 'g', 'k', 2);
+SELECT stream_seq.create_consumer('rev', 'plain');
+
+-- errors: NULL, a count out of range, no such consumer, a plain consumer
+SELECT stream_seq.resize_group('rev', 'g', NULL);
+\echo :LAST_ERROR_SQLSTATE
+SELECT stream_seq.resize_group('rev', NULL, 2);
+\echo :LAST_ERROR_SQLSTATE
+SELECT stream_seq.resize_group('rev', 'g', 0);
+\echo :LAST_ERROR_SQLSTATE
+SELECT stream_seq.resize_group('rev', 'g', -1);
+\echo :LAST_ERROR_SQLSTATE
+SELECT stream_seq.resize_group('rev', 'g', 1025);
+\echo :LAST_ERROR_SQLSTATE
+SELECT stream_seq.resize_group('rev', 'nobody', 2);
+\echo :LAST_ERROR_SQLSTATE
+SELECT stream_seq.resize_group('rev', 'plain', 2);
+\echo :LAST_ERROR_SQLSTATE
+SELECT stream_seq.resize_group('pg_class', 'g', 2);
+\echo :LAST_ERROR_SQLSTATE
+-- an ordinary role, even one that may read the table, does not own it
+CREATE ROLE resize_other;
+GRANT USAGE ON SCHEMA stream_seq TO resize_other;
+GRANT SELECT ON rev TO resize_other;
+SET ROLE resize_other;
+SELECT stream_seq.resize_group('rev', 'g', 4);
+\echo :LAST_ERROR_SQLSTATE
+RESET ROLE;
+REVOKE ALL ON rev FROM resize_other;
+REVOKE ALL ON SCHEMA stream_seq FROM resize_other;
+DROP ROLE resize_other;
+
+-- to the same count: nothing to do, done
+SELECT stream_seq.resize_group('rev', 'g', 2);
+SELECT count(*) AS indexes FROM pg_indexes WHERE tablename = 'rev' AND indexdef LIKE '%slot_of%';
+
+-- a worker holds both slots and has finished a page of slot 0
+SELECT slot, token FROM stream_seq.claim('rev', 'g', 'w1', '1 minute') ORDER BY slot;
+SELECT stream_seq.advance_slot('rev', 'g', 0, 1, max(seq))
+  FROM stream_seq.read_slot('rev', 'g', 0, 1, 2);
+SELECT slot, position FROM stream_seq.consumer_slots ORDER BY slot;
+
+-- resize to 4: rows up to the fence are unfinished, so it is pending;
+-- the fence is horizon - 1 (20); the views show it; a new index for 4
+SELECT stream_seq.resize_group('rev', 'g', 4);
+SELECT consumer, slots, resize_to, resize_fence, resized_from
+  FROM stream_seq.consumers WHERE consumer = 'g';
+SELECT slot, position, token, read_upto FROM stream_seq.consumer_slots ORDER BY slot;
+SELECT indexdef FROM pg_indexes WHERE tablename = 'rev' AND indexdef LIKE '%slot_of%' ORDER BY 1;
+-- every token went up: the page read before the resize cannot be finished
+SELECT stream_seq.advance_slot('rev', 'g', 1, 1, 5);
+\echo :LAST_ERROR_SQLSTATE
+SELECT count(*) FROM stream_seq.read_slot('rev', 'g', 1, 1);
+\echo :LAST_ERROR_SQLSTATE
+-- another count while one is pending: refused; the pending one: still pending
+SELECT stream_seq.resize_group('rev', 'g', 3);
+\echo :LAST_ERROR_SQLSTATE
+SELECT stream_seq.resize_group('rev', 'g', 4);
+
+-- rows written now are above the fence: the old slots do not read them
+INSERT INTO rev (k, payload) SELECT g % 10, 'q' || g FROM generate_series(1, 20) g;
+SELECT slot, token FROM stream_seq.claim('rev', 'g', 'w1', '1 minute') ORDER BY slot;
+SELECT max(seq) <= 20 AS none_above_fence, count(*) AS rows
+  FROM (SELECT seq FROM stream_seq.read_slot('rev', 'g', 0, 2, 1000)
+        UNION ALL SELECT seq FROM stream_seq.read_slot('rev', 'g', 1, 2, 1000)) r;
+-- a claim switches only once every old slot has finished up to the fence
+SELECT stream_seq.advance_slot('rev', 'g', 0, 2, max(seq))
+  FROM stream_seq.read_slot('rev', 'g', 0, 2, 1000);
+SELECT count(*) AS slots_held FROM stream_seq.claim('rev', 'g', 'w1', '1 minute');
+SELECT slots, resize_to FROM stream_seq.consumers WHERE consumer = 'g';
+SELECT stream_seq.advance_slot('rev', 'g', 1, 2, max(seq))
+  FROM stream_seq.read_slot('rev', 'g', 1, 2, 1000);
+SELECT slot, token FROM stream_seq.claim('rev', 'g', 'w1', '1 minute') ORDER BY slot;
+SELECT consumer, slots, resize_to, resize_fence, resized_from
+  FROM stream_seq.consumers WHERE consumer = 'g';
+SELECT slot, position, worker, token, read_upto FROM stream_seq.consumer_slots ORDER BY slot;
+-- an old token fails, on a slot that is still there and on one that is not
+SELECT stream_seq.advance_slot('rev', 'g', 1, 2, 25);
+\echo :LAST_ERROR_SQLSTATE
+-- the new slots hold exactly the rows above the fence, each key in one
+SELECT count(*) AS rows, min(seq) > 20 AS all_above_fence,
+       bool_and(stream_seq.slot_of("row"->>'k', 4) = slot) AS right_slot
+  FROM generate_series(0, 3) slot,
+       LATERAL stream_seq.read_slot('rev', 'g', slot, 4, 1000);
+-- the old index is kept until the next resize_group(); to the same count
+-- it drops it and does nothing else
+SELECT count(*) AS indexes FROM pg_indexes WHERE tablename = 'rev' AND indexdef LIKE '%slot_of%';
+SELECT stream_seq.resize_group('rev', 'g', 4);
+SELECT indexdef FROM pg_indexes WHERE tablename = 'rev' AND indexdef LIKE '%slot_of%' ORDER BY 1;
+
+-- back to 4 while a resize to 1 is pending cancels it, and drops its index
+SELECT stream_seq.resize_group('rev', 'g', 1);
+SELECT slots, resize_to FROM stream_seq.consumers WHERE consumer = 'g';
+SELECT stream_seq.resize_group('rev', 'g', 4);
+SELECT slots, resize_to FROM stream_seq.consumers WHERE consumer = 'g';
+SELECT count(*) AS indexes FROM pg_indexes WHERE tablename = 'rev' AND indexdef LIKE '%slot_of%';
+SELECT slot, position, token, read_upto FROM stream_seq.consumer_slots ORDER BY slot;
+SELECT slot, token FROM stream_seq.claim('rev', 'g', 'w1', '1 minute') ORDER BY slot;
+
+-- ROLLBACK and ROLLBACK TO SAVEPOINT undo a resize, index and all
+BEGIN;
+SELECT stream_seq.resize_group('rev', 'g', 8);
+SELECT slots, resize_to FROM stream_seq.consumers WHERE consumer = 'g';
+ROLLBACK;
+BEGIN;
+SAVEPOINT s;
+SELECT stream_seq.resize_group('rev', 'g', 8);
+ROLLBACK TO SAVEPOINT s;
+SELECT slots, resize_to FROM stream_seq.consumers WHERE consumer = 'g';
+COMMIT;
+SELECT count(*) AS indexes FROM pg_indexes WHERE tablename = 'rev' AND indexdef LIKE '%slot_of%';
+
+-- a group with nothing left to read switches at once: to the most slots,
+-- then to one, the second in a prepared transaction
+SELECT count(stream_seq.advance_slot('rev', 'g', slot, token, stream_seq.horizon('rev') - 1))
+  FROM stream_seq.consumer_slots WHERE consumer = 'g';
+SELECT stream_seq.resize_group('rev', 'g', 1024);
+SELECT slots, resize_to, resized_from FROM stream_seq.consumers WHERE consumer = 'g';
+SELECT count(*), min(position) = max(position) AS same_position
+  FROM stream_seq.consumer_slots WHERE consumer = 'g';
+BEGIN;
+SELECT stream_seq.resize_group('rev', 'g', 1);
+PREPARE TRANSACTION 'resize';
+SELECT slots FROM stream_seq.consumers WHERE consumer = 'g';
+COMMIT PREPARED 'resize';
+SELECT slots, resize_to, resized_from FROM stream_seq.consumers WHERE consumer = 'g';
+SELECT slot, position, worker FROM stream_seq.consumer_slots WHERE consumer = 'g';
+SELECT count(*) AS indexes FROM pg_indexes WHERE tablename = 'rev' AND indexdef LIKE '%slot_of%';
+
+-- dropping a group with a pending resize drops every index it made
+INSERT INTO rev (k) VALUES (1);
+SELECT stream_seq.resize_group('rev', 'g', 3);
+SELECT count(*) AS indexes FROM pg_indexes WHERE tablename = 'rev' AND indexdef LIKE '%slot_of%';
+SELECT stream_seq.drop_consumer('rev', 'g');
+SELECT count(*) AS indexes FROM pg_indexes WHERE tablename = 'rev' AND indexdef LIKE '%slot_of%';
+SELECT stream_seq.disable('rev');
+DROP TABLE rev;
+
+-- a partitioned stream: the new index is a partitioned index, and the
+-- old slots are read from the partitions up to the fence
+CREATE TABLE pev (day int NOT NULL, k int, payload text) PARTITION BY RANGE (day);
+CREATE TABLE pev_1 PARTITION OF pev FOR VALUES FROM (1) TO (2);
+CREATE TABLE pev_2 PARTITION OF pev FOR VALUES FROM (2) TO (3);
+SELECT stream_seq.enable('pev');
+INSERT INTO pev (day, k) SELECT 1 + g % 2, g % 5 FROM generate_series(1, 10) g;
+SELECT stream_seq.create_group('pev', 'pg', 'k', 2);
+SELECT stream_seq.resize_group('pev', 'pg', 3);
+INSERT INTO pev (day, k) SELECT 1 + g % 2, g % 5 FROM generate_series(11, 16) g;
+SELECT count(*) AS old_slots_rows, max(seq) <= 10 AS up_to_fence
+  FROM stream_seq.claim('pev', 'pg', 'p1', '1 minute') c,
+       LATERAL stream_seq.read_slot('pev', 'pg', c.slot, c.token, 100);
+SELECT count(stream_seq.advance_slot('pev', 'pg', s.slot, s.token, 10))
+  FROM stream_seq.consumer_slots s WHERE s.consumer = 'pg';
+SELECT count(*) AS new_slots FROM stream_seq.claim('pev', 'pg', 'p1', '1 minute');
+SELECT count(*) AS new_slots_rows, min(seq) > 10 AS above_fence,
+       bool_and(stream_seq.slot_of("row"->>'k', 3) = c.slot) AS right_slot
+  FROM stream_seq.claim('pev', 'pg', 'p1', '1 minute') c,
+       LATERAL stream_seq.read_slot('pev', 'pg', c.slot, c.token, 100);
+SELECT count(*) AS indexes FROM pg_indexes WHERE tablename = 'pev' AND indexdef LIKE '%slot_of%';
+SELECT stream_seq.disable('pev');
+SELECT count(*) AS indexes_left FROM pg_indexes WHERE tablename = 'pev' AND indexdef LIKE '%slot_of%';
+DROP TABLE pev;

@@ -1,0 +1,544 @@
+/*-------------------------------------------------------------------------
+ *
+ * resize.c
+ *	  Changing the slot count of a consumer group while its workers run,
+ *	  without breaking the order of the rows of a key.
+ *
+ * Row r of a group of n slots belongs to slot slot_of(key(r), n); with m
+ * slots most keys belong to another slot.  The danger is a key whose rows
+ * up to some number are still unfinished in its old slot when its new slot
+ * starts delivering its later rows: two workers would process one key at
+ * once, the later row possibly first.  The protocol, in two steps:
+ *
+ * 1. resize_group() records the resize as pending: the new count, the new
+ *	  slot expression and its index (created here, as create_group()
+ *	  creates the first, as the caller, who must own the table), and a
+ *	  fence F.  It locks every slot row (in slot order) and adds 1 to every
+ *	  token, so that a worker that read rows before the resize cannot
+ *	  advance past them (SQLSTATE SS001: it claims again).  F is the
+ *	  highest of horizon - 1 and every slot's position, read under those
+ *	  locks.  Every row numbered F or lower that ever commits has committed
+ *	  by now (it is below a horizon some statement computed), so "the rows
+ *	  up to F" is a fixed set.  While the resize is pending, read_slot()
+ *	  of an old slot returns no row above F (the read_upto column of
+ *	  _slot_state).
+ *
+ * 2. The switch, made by claim() (each worker's, while a resize is
+ *	  pending) or by resize_group() itself: it locks the consumer's row,
+ *	  then every slot row in slot order, and checks that every old slot
+ *	  has finished up to F: its position is at least F, or none of its
+ *	  rows lies between its position and F (slot_finished_upto), looked
+ *	  for in a snapshot taken then, which sees every row up to F (the
+ *	  caller's statement snapshot may predate some of them).  If so,
+ *	  in the same transaction: the slot count becomes m, the slot
+ *	  expression and index the new ones; slots m and above are deleted,
+ *	  the others (and new ones up to m - 1) are set to position F, without
+ *	  worker, with a token above every old token.  Otherwise nothing
+ *	  changes and a later claim() tries again.
+ *
+ * Why a key keeps its order.  The rows of key k up to F belong, under the
+ * old count, to one old slot, which is read only up to F and by one
+ * worker at a time (its lease and token); its rows above F are not read
+ * from it while the resize is pending.  After the switch every slot starts
+ * at F, so k's rows above F come from one new slot only, in order.  The
+ * switch happens only once k's old slot has finished up to F, under the
+ * lock of that slot's row: an advance that had not committed then has
+ * either committed before (and is counted) or waits for the switch and
+ * then fails on the changed token.  So no row of k above F is delivered
+ * until every row of k up to F was finished, and none is delivered twice
+ * by committed work: old slots finish exactly the rows up to F (the token
+ * change of step 1 fences pages read before F was chosen), new slots
+ * exactly the rows above it.  Parked rows are the exception they always
+ * were (group.c): they are finished when parked.
+ *
+ * The old index.  Dropping an index locks its table in ACCESS EXCLUSIVE
+ * mode; the switch runs in a worker's transaction, which must not take
+ * that lock (it would wait for every reader, and readers wait for it).
+ * So the switch only records the old index as retired; the next
+ * resize_group() of the group drops it first thing, in the caller's own
+ * transaction (resize_group() to the current count does nothing else),
+ * and drop_consumer() and disable() drop it with the group.
+ *
+ * Locks.  resize_group() takes, in the caller's transaction and in this
+ * order: ACCESS EXCLUSIVE on the table if it drops a retired index, SHARE
+ * while it builds the new one (writers wait), the consumer's row, then the
+ * slot rows in slot order (waiting for workers' uncommitted advances).  It
+ * holds them until the caller commits: call it in a transaction of its
+ * own.  A worker that holds a slot row and then writes the stream table in
+ * the same transaction can deadlock with it (one of the two is cancelled).
+ *
+ * One resize at a time: resize_group() to another count while one is
+ * pending fails (SQLSTATE 55000); to the pending count it does nothing
+ * more than try the switch; to the current count it cancels the pending
+ * resize (dropping the index made for it), which is safe because the
+ * old slots then simply read past F again.
+ *
+ *-------------------------------------------------------------------------
+ */
+#include "postgres.h"
+
+#include "access/htup_details.h"
+#include "access/xact.h"
+#include "catalog/pg_type.h"
+#include "fmgr.h"
+#include "miscadmin.h"
+#include "utils/acl.h"
+#include "utils/builtins.h"
+#include "utils/lsyscache.h"
+#include "utils/snapmgr.h"
+
+#include "stream_seq.h"
+
+PG_FUNCTION_INFO_V1(stream_seq_resize_group);
+
+/* As in group.c: slots per group. */
+#define RESIZE_MAX_SLOTS 1024
+
+/*
+ * stream_resize_supported
+ *		Whether the extension's tables can record a resize: before the
+ *		update to 0.5.0 the consumer table has no columns for it.
+ */
+bool
+stream_resize_supported(void)
+{
+	Oid			consumer = get_relname_relid("consumer", stream_namespace(false));
+
+	return OidIsValid(consumer) &&
+		get_attnum(consumer, "resize_to") != InvalidAttrNumber;
+}
+
+/*
+ * drop_index_by_name
+ *		Drop index "name" (schema-qualified, as slot_index keeps it) if it
+ *		still exists.  Locks its table ACCESS EXCLUSIVE: only for callers
+ *		that run in their own transaction, never in a worker's.
+ */
+static void
+drop_index_by_name(const char *name)
+{
+	Oid			argtypes[1] = {TEXTOID};
+	Datum		values[1];
+	char	   *oid;
+	Oid			index;
+
+	if (name == NULL)
+		return;
+	values[0] = CStringGetTextDatum(name);
+	oid = stream_catalog_text("SELECT pg_catalog.to_regclass($1)::pg_catalog.oid",
+							  1, argtypes, values);
+	if (oid == NULL)
+		return;
+	index = atooid(oid);
+	if (get_rel_name(index) == NULL)
+		return;
+	stream_catalog_exec(psprintf("DROP INDEX IF EXISTS %s",
+								 quote_qualified_identifier(get_namespace_name(get_rel_namespace(index)),
+															get_rel_name(index))),
+						0, NULL, NULL, NULL, 0, NULL);
+}
+
+/*
+ * stream_resize_drop_indexes
+ *		Drop the indexes a group's resizes made and left: the one made for a
+ *		pending resize, and the retired one of a finished resize.  For
+ *		drop_consumer() ("consumer" given) and disable() (every group of the
+ *		stream, "consumer" NULL).
+ */
+void
+stream_resize_drop_indexes(Oid relid, const char *consumer)
+{
+	Oid			argtypes[2] = {OIDOID, TEXTOID};
+	Datum		values[2];
+	char	   *names;
+	char	   *name;
+	char	   *saveptr = NULL;
+	char		sep[2] = {'\x01', '\0'};
+
+	if (!stream_resize_supported())
+		return;
+	values[0] = ObjectIdGetDatum(relid);
+	values[1] = CStringGetTextDatum(consumer != NULL ? consumer : "");
+	names = stream_catalog_text("SELECT pg_catalog.string_agg(i, pg_catalog.chr(1)) FROM ("
+								"  SELECT resize_index AS i FROM stream_seq.consumer "
+								"   WHERE stream::pg_catalog.oid = $1 AND ($2 = '' OR consumer = $2) "
+								"  UNION ALL SELECT retired_index FROM stream_seq.consumer "
+								"   WHERE stream::pg_catalog.oid = $1 AND ($2 = '' OR consumer = $2)) n "
+								"WHERE i IS NOT NULL",
+								2, argtypes, values);
+	if (names == NULL)
+		return;
+	for (name = strtok_r(names, sep, &saveptr); name != NULL;
+		 name = strtok_r(NULL, sep, &saveptr))
+		drop_index_by_name(name);
+}
+
+/*
+ * try_switch
+ *		Step 2 of the protocol (see the top of the file): if a resize of
+ *		the group is pending and every old slot has finished up to the
+ *		fence, switch to the new slots.  Returns whether it switched.
+ *		Locks the consumer's row, then the slot rows in slot order.
+ */
+static bool
+try_switch(Oid relid, const char *consumer)
+{
+	Oid			argtypes[5] = {REGCLASSOID, TEXTOID, INT4OID, INT8OID, INT8OID};
+	Datum		values[5];
+	int64		state[3];
+	bool		found;
+	int			slots;
+	int			resize_to;
+	int64		fence;
+	char	   *old_expr;
+	int64	   *rows;
+	uint64		n;
+	uint64		i;
+	int64		token = 0;
+
+	values[0] = ObjectIdGetDatum(relid);
+	values[1] = CStringGetTextDatum(consumer);
+	stream_catalog_exec("SELECT slots::pg_catalog.int8, resize_to::pg_catalog.int8, resize_fence "
+						"FROM stream_seq.consumer WHERE stream = $1 AND consumer = $2 "
+						"AND resize_to IS NOT NULL FOR NO KEY UPDATE",
+						2, argtypes, values, state, 3, &found);
+	if (!found)
+		return false;
+	slots = (int) state[0];
+	resize_to = (int) state[1];
+	fence = state[2];
+	old_expr = stream_catalog_text("SELECT slot_expr FROM stream_seq.consumer "
+								   "WHERE stream = $1 AND consumer = $2",
+								   2, argtypes, values);
+	if (old_expr == NULL)
+		elog(ERROR, "group \"%s\" has no slot expression", consumer);
+
+	n = stream_catalog_rows("SELECT slot::pg_catalog.int8, position, token "
+							"FROM stream_seq.consumer_slot "
+							"WHERE stream = $1 AND consumer = $2 ORDER BY slot FOR UPDATE",
+							2, argtypes, values, 3, &rows);
+
+	/*
+	 * The old slots' rows are looked for in a snapshot taken now, not the
+	 * caller's statement's (nor, under REPEATABLE READ, its transaction's):
+	 * those may be older than rows up to the fence that committed before
+	 * the fence was recorded (the fence can be a slot's position, which
+	 * an advance set under a later horizon), and would miss them.
+	 */
+	PushActiveSnapshot(GetLatestSnapshot());
+	for (i = 0; i < n; i++)
+	{
+		int			slot = (int) rows[i * 3];
+		int64		position = rows[i * 3 + 1];
+
+		token = Max(token, rows[i * 3 + 2]);
+		if (position >= fence)
+			continue;
+		if (stream_slot_finished_upto(relid, old_expr, slot, position,
+									  fence + 1) < fence)
+		{
+			PopActiveSnapshot();
+			return false;
+		}
+	}
+	PopActiveSnapshot();
+
+	values[2] = Int32GetDatum(resize_to);
+	values[3] = Int64GetDatum(fence);
+	values[4] = Int64GetDatum(token + 1);
+	stream_catalog_exec("DELETE FROM stream_seq.consumer_slot "
+						"WHERE stream = $1 AND consumer = $2 AND slot >= $3",
+						3, argtypes, values, NULL, 0, NULL);
+	stream_catalog_exec("UPDATE stream_seq.consumer_slot "
+						"SET position = $4, token = $5, worker = NULL, lease_until = NULL, "
+						"advanced_at = pg_catalog.now(), reset_at = NULL, reset_by = NULL, "
+						"reset_from = NULL "
+						"WHERE stream = $1 AND consumer = $2",
+						5, argtypes, values, NULL, 0, NULL);
+	stream_catalog_exec(psprintf("INSERT INTO stream_seq.consumer_slot "
+								 "(stream, consumer, slot, position, token) "
+								 "SELECT $1, $2, s, $4, $5 "
+								 "FROM pg_catalog.generate_series(%d, $3 - 1) s",
+								 slots),
+						5, argtypes, values, NULL, 0, NULL);
+	stream_catalog_exec("UPDATE stream_seq.consumer "
+						"SET slots = resize_to, slot_index = resize_index, "
+						"slot_expr = resize_expr, retired_index = slot_index, "
+						"resized_from = slots, resized_at = pg_catalog.now(), "
+						"resize_to = NULL, resize_fence = NULL, resize_index = NULL, "
+						"resize_expr = NULL, resize_at = NULL "
+						"WHERE stream = $1 AND consumer = $2",
+						2, argtypes, values, NULL, 0, NULL);
+	return true;
+}
+
+/*
+ * stream_resize_try_switch
+ *		For claim(): make the switch of a pending resize of the group if it
+ *		is due (see try_switch).  Cheap when none is pending: one read, no
+ *		lock.  Returns whether a resize was pending: then the slot count
+ *		the caller read may have changed (switched here, or by another
+ *		claim() it waited for), and it reads it again.
+ */
+bool
+stream_resize_try_switch(Oid relid, const char *consumer)
+{
+	Oid			argtypes[2] = {REGCLASSOID, TEXTOID};
+	Datum		values[2];
+	int64		one;
+	bool		found;
+
+	if (!stream_resize_supported())
+		return false;
+	values[0] = ObjectIdGetDatum(relid);
+	values[1] = CStringGetTextDatum(consumer);
+	stream_catalog_exec("SELECT 1::pg_catalog.int8 FROM stream_seq.consumer "
+						"WHERE stream = $1 AND consumer = $2 AND resize_to IS NOT NULL",
+						2, argtypes, values, &one, 1, &found);
+	if (!found)
+		return false;
+	(void) try_switch(relid, consumer);
+	return true;
+}
+
+/*
+ * stream_resize_fence
+ *		The fence of the group's pending resize, or -1 if none: for
+ *		read_slot(), which reads no row above it meanwhile.
+ */
+int64
+stream_resize_fence(Oid relid, const char *consumer)
+{
+	Oid			argtypes[2] = {REGCLASSOID, TEXTOID};
+	Datum		values[2];
+	int64		fence;
+	bool		found;
+
+	if (!stream_resize_supported())
+		return -1;
+	values[0] = ObjectIdGetDatum(relid);
+	values[1] = CStringGetTextDatum(consumer);
+	stream_catalog_exec("SELECT resize_fence FROM stream_seq.consumer "
+						"WHERE stream = $1 AND consumer = $2 AND resize_fence IS NOT NULL",
+						2, argtypes, values, &fence, 1, &found);
+	return found ? fence : -1;
+}
+
+/*
+ * stream_resize_removed_slot
+ *		Whether slot "slot", which a group of "slots" slots does not have,
+ *		was one of the group before a resize made it smaller: then a worker
+ *		asking for it lost it (SQLSTATE SS001), rather than asking for a
+ *		slot that never was.
+ */
+bool
+stream_resize_removed_slot(Oid relid, const char *consumer, int slot)
+{
+	Oid			argtypes[2] = {REGCLASSOID, TEXTOID};
+	Datum		values[2];
+	int64		from;
+	bool		found;
+
+	if (slot < 0 || !stream_resize_supported())
+		return false;
+	values[0] = ObjectIdGetDatum(relid);
+	values[1] = CStringGetTextDatum(consumer);
+	stream_catalog_exec("SELECT resized_from::pg_catalog.int8 FROM stream_seq.consumer "
+						"WHERE stream = $1 AND consumer = $2 AND resized_from IS NOT NULL",
+						2, argtypes, values, &from, 1, &found);
+	return found && slot < from;
+}
+
+/*
+ * new_slot_index
+ *		Create the index of the group's slot expression for "slots" slots,
+ *		as the caller (who owns the table), and return its OID.  The new
+ *		expression is the old one, as PostgreSQL prints the index column,
+ *		with the count changed: slot_of((key)::text, n).
+ */
+static Oid
+new_slot_index(Oid relid, const char *consumer, const char *old_expr,
+			   int old_slots, int slots)
+{
+	StreamRef  *ref = stream_lookup(relid, false);
+	char	   *suffix = psprintf(", %d)", old_slots);
+	size_t		len = strlen(old_expr);
+	size_t		slen = strlen(suffix);
+	char	   *expr;
+	char	   *table;
+	char	   *column;
+	char	   *index_name;
+	char	   *base;
+	int			n = 0;
+	Oid			index;
+
+	if (len <= slen || strcmp(old_expr + len - slen, suffix) != 0 ||
+		strncmp(old_expr, "stream_seq.slot_of(", 19) != 0)
+		ereport(ERROR,
+				(errcode(ERRCODE_OBJECT_NOT_IN_PREREQUISITE_STATE),
+				 errmsg("could not resize group \"%s\"", consumer),
+				 errdetail("Its slot expression \"%s\" is not the one create_group() makes.",
+						   old_expr)));
+	expr = psprintf("%.*s, %d)", (int) (len - slen), old_expr, slots);
+
+	table = quote_qualified_identifier(get_namespace_name(get_rel_namespace(relid)),
+									   get_rel_name(relid));
+	column = get_attname(relid, ref->seq_attnum, false);
+	base = psprintf("%.26s_%.20s_s%d_idx", get_rel_name(relid), consumer, slots);
+	index_name = base;
+	while (OidIsValid(get_relname_relid(index_name, get_rel_namespace(relid))))
+		index_name = psprintf("%s%d", base, ++n);
+	stream_caller_exec(psprintf("CREATE INDEX %s ON %s ((%s), %s) WHERE %s IS NOT NULL",
+								quote_identifier(index_name), table, expr,
+								quote_identifier(column), quote_identifier(column)),
+					   0, NULL, NULL);
+	CommandCounterIncrement();
+	index = get_relname_relid(index_name, get_rel_namespace(relid));
+	if (!OidIsValid(index))
+		elog(ERROR, "index \"%s\" of group \"%s\" is missing", index_name, consumer);
+	return index;
+}
+
+/*
+ * stream_seq_resize_group
+ *		SQL: resize_group(stream, consumer, slots integer): change the slot
+ *		count of a group while its workers run (see the top of the file).
+ *		Needs to own the table, as create_group() does.  Returns whether
+ *		the group has "slots" slots when it returns (false: the resize is
+ *		pending until the old slots finish up to the fence).
+ */
+Datum
+stream_seq_resize_group(PG_FUNCTION_ARGS)
+{
+	Oid			relid;
+	char	   *consumer;
+	int32		slots;
+	Oid			owner;
+	int			current;
+	int64		state[1];
+	bool		found;
+	char	   *retired;
+	char	   *old_expr;
+	Oid			index;
+	int64	   *rows;
+	uint64		n;
+	uint64		i;
+	int64		fence;
+	Oid			argtypes[5] = {REGCLASSOID, TEXTOID, INT4OID, INT8OID, OIDOID};
+	Datum		values[5];
+
+	stream_check_not_null(fcinfo, 3, "stream table, group name and slots");
+	relid = PG_GETARG_OID(0);
+	consumer = text_to_cstring(PG_GETARG_TEXT_PP(1));
+	slots = PG_GETARG_INT32(2);
+	if (slots < 1 || slots > RESIZE_MAX_SLOTS)
+		ereport(ERROR,
+				(errcode(ERRCODE_INVALID_PARAMETER_VALUE),
+				 errmsg("a group must have between 1 and %d slots", RESIZE_MAX_SLOTS)));
+	(void) stream_lookup(relid, false);
+	if (!pg_class_ownercheck(relid, GetUserId()))
+		aclcheck_error(ACLCHECK_NOT_OWNER, OBJECT_TABLE, get_rel_name(relid));
+	stream_check_select(relid);
+	(void) stream_consumer_lookup(relid, consumer, false, &owner, &current);
+	stream_check_consumer_owner(relid, consumer, owner);
+	if (current == 0)
+		ereport(ERROR,
+				(errcode(ERRCODE_OBJECT_NOT_IN_PREREQUISITE_STATE),
+				 errmsg("consumer \"%s\" of stream table \"%s\" is not a group",
+						consumer, get_rel_name(relid)),
+				 errhint("Only a group made by stream_seq.create_group() has slots to resize.")));
+	if (!stream_resize_supported())
+		ereport(ERROR,
+				(errcode(ERRCODE_OBJECT_NOT_IN_PREREQUISITE_STATE),
+				 errmsg("the extension's tables cannot record a resize"),
+				 errhint("Update the extension: ALTER EXTENSION stream_seq UPDATE.")));
+
+	values[0] = ObjectIdGetDatum(relid);
+	values[1] = CStringGetTextDatum(consumer);
+
+	/*
+	 * The index a finished resize left goes first, before any row lock is
+	 * taken: DROP INDEX waits for the workers reading the table, and none
+	 * of them may be waiting for a lock of ours meanwhile.
+	 */
+	retired = stream_catalog_text("SELECT retired_index FROM stream_seq.consumer "
+								  "WHERE stream = $1 AND consumer = $2",
+								  2, argtypes, values);
+	if (retired != NULL)
+	{
+		drop_index_by_name(retired);
+		stream_catalog_exec("UPDATE stream_seq.consumer SET retired_index = NULL "
+							"WHERE stream = $1 AND consumer = $2",
+							2, argtypes, values, NULL, 0, NULL);
+	}
+
+	/* from here on, one resize_group() or switch of the group at a time */
+	stream_catalog_exec("SELECT slots::pg_catalog.int8 FROM stream_seq.consumer "
+						"WHERE stream = $1 AND consumer = $2 FOR NO KEY UPDATE",
+						2, argtypes, values, state, 1, &found);
+	if (!found)
+		elog(ERROR, "group \"%s\" is missing", consumer);
+	current = (int) state[0];
+	stream_catalog_exec("SELECT resize_to::pg_catalog.int8 FROM stream_seq.consumer "
+						"WHERE stream = $1 AND consumer = $2 AND resize_to IS NOT NULL",
+						2, argtypes, values, state, 1, &found);
+	if (found)
+	{
+		char	   *pending;
+
+		if ((int) state[0] == slots)
+			PG_RETURN_BOOL(try_switch(relid, consumer));
+		if (slots != current)
+			ereport(ERROR,
+					(errcode(ERRCODE_OBJECT_NOT_IN_PREREQUISITE_STATE),
+					 errmsg("a resize of group \"%s\" to %d slots is pending",
+							consumer, (int) state[0]),
+					 errdetail("The group has %d slots until its old slots have finished up to the fence.",
+							   current),
+					 errhint("Wait until the consumers view shows no resize_to, or cancel the pending resize with stream_seq.resize_group() to %d slots.",
+							 current)));
+		/* back to the current count: cancel, the old slots read on */
+		pending = stream_catalog_text("SELECT resize_index FROM stream_seq.consumer "
+									  "WHERE stream = $1 AND consumer = $2",
+									  2, argtypes, values);
+		stream_catalog_exec("UPDATE stream_seq.consumer "
+							"SET resize_to = NULL, resize_fence = NULL, "
+							"resize_index = NULL, resize_expr = NULL, resize_at = NULL "
+							"WHERE stream = $1 AND consumer = $2",
+							2, argtypes, values, NULL, 0, NULL);
+		drop_index_by_name(pending);
+		PG_RETURN_BOOL(true);
+	}
+	if (slots == current)
+		PG_RETURN_BOOL(true);
+
+	/* step 1: the new index, then the fence */
+	old_expr = stream_catalog_text("SELECT slot_expr FROM stream_seq.consumer "
+								   "WHERE stream = $1 AND consumer = $2",
+								   2, argtypes, values);
+	if (old_expr == NULL)
+		elog(ERROR, "group \"%s\" has no slot expression", consumer);
+	index = new_slot_index(relid, consumer, old_expr, current, slots);
+
+	n = stream_catalog_rows("UPDATE stream_seq.consumer_slot SET token = token + 1 "
+							"WHERE stream = $1 AND consumer = $2 AND slot IN ("
+							"  SELECT slot FROM stream_seq.consumer_slot "
+							"   WHERE stream = $1 AND consumer = $2 ORDER BY slot FOR UPDATE) "
+							"RETURNING position",
+							2, argtypes, values, 1, &rows);
+	fence = stream_statement_horizon(stream_lookup(relid, false)) - 1;
+	for (i = 0; i < n; i++)
+		fence = Max(fence, rows[i]);
+
+	values[2] = Int32GetDatum(slots);
+	values[3] = Int64GetDatum(fence);
+	values[4] = ObjectIdGetDatum(index);
+	stream_catalog_exec("UPDATE stream_seq.consumer "
+						"SET resize_to = $3, resize_fence = $4, "
+						"resize_index = $5::pg_catalog.regclass::pg_catalog.text, "
+						"resize_expr = pg_catalog.pg_get_indexdef($5, 1, false), "
+						"resize_at = pg_catalog.now() "
+						"WHERE stream = $1 AND consumer = $2",
+						5, argtypes, values, NULL, 0, NULL);
+	PG_RETURN_BOOL(try_switch(relid, consumer));
+}
