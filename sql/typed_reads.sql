@@ -53,6 +53,17 @@ SELECT (SELECT array_agg(seq) FROM stream_seq.read_slot_rows(NULL::orders, 'by_i
      IS NOT DISTINCT FROM (SELECT array_agg(seq) FROM stream_seq.read_slot('orders', 'by_id', 0, 1)) AS same_slot_page;
 SELECT * FROM stream_seq.read_slot_rows(NULL::orders, 'by_id', 0, 99);
 \echo :LAST_ERROR_SQLSTATE
+-- while a resize is pending, the old slots are read up to its fence only,
+-- typed or not
+SELECT stream_seq.resize_group('orders', 'by_id', 3) AS switched;
+INSERT INTO orders VALUES (4, 1, 'after the fence', NULL, NULL), (5, 2, 'after the fence', NULL, NULL);
+SELECT slot, token FROM stream_seq.claim('orders', 'by_id', 'w') ORDER BY slot;
+SELECT s.slot, s.read_upto = 3 AS fence_at_3,
+       (SELECT array_agg(r.seq ORDER BY r.seq) FROM stream_seq.read_slot_rows(NULL::orders, 'by_id', s.slot, s.token) r)
+         IS NOT DISTINCT FROM
+       (SELECT array_agg(r.seq ORDER BY r.seq) FROM stream_seq.read_slot('orders', 'by_id', s.slot, s.token) r) AS same_page,
+       (SELECT coalesce(max(r.seq), 0) FROM stream_seq.read_slot_rows(NULL::orders, 'by_id', s.slot, s.token) r) <= 3 AS within_fence
+  FROM stream_seq.consumer_slots s WHERE s.consumer = 'by_id' ORDER BY s.slot;
 
 -- a partitioned stream whose partitions order their columns differently
 CREATE TABLE pevents (id int, k int, body text, seq bigint) PARTITION BY LIST (k);
