@@ -22,6 +22,12 @@
 #    time column).  p50 and p99, without and with a due() call every loop.
 # 4. Typed reads: one client pages through the stream with page() (jsonb)
 #    and with page_rows() (the table's type), 100 rows a page; pages/s.
+# 5. Resizing: one client reads a slot of a 4-slot group (read_slot(), 100
+#    rows) with no resize pending and with a resize to 8 pending (the slot
+#    is then read up to the fence); pages/s.
+# 6. A retention run (apply_retention(), as the worker runs it) that
+#    removes 10,000 rows of 20,000, and one that finds nothing to remove;
+#    milliseconds.
 #
 # A throwaway cluster (bench/lib.sh; the extension built and installed first
 # unless STREAM_SEQ_SKIP_BUILD is set).  Environment: PGBIN, CF_BENCH_PORT
@@ -225,6 +231,50 @@ for round in $(seq 1 "$ROUNDS"); do
 done
 echo "-- typed reads: done"
 
+#
+# 5. resizing: the worker's read_slot() with and without a resize pending
+#
+psql_q -o /dev/null <<'EOF'
+SET client_min_messages = warning;
+CREATE TABLE g_ev (id bigserial PRIMARY KEY, k int NOT NULL);
+SELECT stream_seq.enable('g_ev');
+INSERT INTO g_ev (k) SELECT g % 1000 FROM generate_series(1, 20000) g;
+VACUUM ANALYZE g_ev;
+SELECT stream_seq.create_group('g_ev', 'g', 'k', 4);
+EOF
+for round in $(seq 1 "$ROUNDS"); do
+	for v in none pending; do
+		if [ "$v" = pending ]; then
+			psql_q -At -o /dev/null -c "SELECT stream_seq.resize_group('g_ev', 'g', 8)"
+		else
+			psql_q -At -o /dev/null -c "SELECT stream_seq.resize_group('g_ev', 'g', 4)"
+		fi
+		token=$(psql_q -At -c "SELECT token FROM stream_seq.claim('g_ev', 'g', 'bench', '1 hour') WHERE slot = 0")
+		echo "SELECT count(*) FROM stream_seq.read_slot('g_ev', 'g', 0, $token, 100);" >"$WORK/slot_$v.sql"
+		chmod a+r "$WORK/slot_$v.sql"
+		tps=$($PGBENCH -c 1 -T 4 -f "$WORK/slot_$v.sql" 2>/dev/null | awk '/^tps/ { print $3; exit }')
+		printf 'slot\t%s\t%s\n' "$v" "$tps" >>"$RES"
+	done
+done
+psql_q -At -o /dev/null -c "SELECT stream_seq.resize_group('g_ev', 'g', 4)"
+echo "-- read_slot() with and without a resize pending: done"
+
+#
+# 6. a retention run: 10,000 rows to remove, then nothing to remove
+#
+psql_q -o /dev/null <<'EOF'
+SET client_min_messages = warning;
+CREATE TABLE k_ev (id bigserial PRIMARY KEY, payload text NOT NULL);
+SELECT stream_seq.enable('k_ev');
+INSERT INTO k_ev (payload) SELECT 'x' FROM generate_series(1, 20000);
+SELECT stream_seq.set_retention('k_ev', keep_rows => 10000);
+EOF
+for kind in remove_10000 nothing; do
+	ms=$(psql_q -At -c "SELECT round(extract(epoch FROM clock_timestamp() - now()) * 1000, 1) FROM stream_seq.apply_retention('k_ev') r")
+	printf 'retention\t%s\t%s\n' "$kind" "$ms" >>"$RES"
+done
+echo "-- retention runs: done"
+
 echo
 echo "1. The time column on the write path: 8 clients, $SECS s per run, $ROUNDS rounds (medians)"
 printf '%-18s %-6s %14s %14s %8s %16s %16s\n' synchronous_commit rows "tps without" "tps with" ratio "WAL/row without" "WAL/row with"
@@ -251,5 +301,13 @@ echo "4. Pages of 100 rows, one client (pages/s, medians of $ROUNDS runs of 4 s)
 for v in jsonb typed; do
 	printf '%-8s %10.0f\n' "$v" "$(awk -F'\t' -v n=$v '$1 == "page" && $2 == n { print $3 }' "$RES" | median)"
 done
+echo
+echo "5. read_slot() of a 4-slot group, pages of 100 rows, one client (pages/s, medians of $ROUNDS runs of 4 s)"
+for v in none pending; do
+	printf '%-14s %10.0f\n' "resize_$v" "$(awk -F'\t' -v n=$v '$1 == "slot" && $2 == n { print $3 }' "$RES" | median)"
+done
+echo
+echo "6. apply_retention() of a stream of 20,000 rows keeping 10,000 (ms, one run each)"
+awk -F'\t' '$1 == "retention" { printf "%-14s %10s\n", $2, $3 }' "$RES"
 echo
 echo "total time: $(($(date +%s) - T_START)) s"
