@@ -279,6 +279,25 @@ SELECT id FROM tret ORDER BY seq;
 SELECT stream_seq.first('tret') = (SELECT seq FROM tret WHERE id = 4) AS starts_at_row_4;
 DROP TABLE tret;
 
+-- rows numbered before the stream had its time column have none:
+-- keep_for does not know their age and removes nothing while they are
+-- there (keep_rows, or trim(), can)
+CREATE TABLE tuntimed (id int);
+SELECT stream_seq.enable('tuntimed');
+INSERT INTO tuntimed SELECT g FROM generate_series(1, 5) g;
+SELECT stream_seq.disable('tuntimed');
+SELECT stream_seq.enable('tuntimed', time_column => 'at');
+INSERT INTO tuntimed VALUES (6);
+SELECT count(*) FILTER (WHERE at IS NULL) AS without_time FROM tuntimed;
+SELECT stream_seq.set_retention('tuntimed', keep_for => '1 microsecond');
+SELECT pg_sleep(0.01);
+SELECT removed_rows, held_by, held_at FROM stream_seq.apply_retention('tuntimed');
+SELECT count(*) AS rows_kept FROM tuntimed;
+SELECT stream_seq.trim('tuntimed', 6);
+SELECT removed_rows, held_by FROM stream_seq.apply_retention('tuntimed');
+SELECT count(*) AS rows_kept FROM tuntimed;
+DROP TABLE tuntimed;
+
 -- an ordinary role: its own stream with a time column, and no SELECT on
 -- another's
 CREATE ROLE times_owner;

@@ -171,3 +171,47 @@ SELECT count(*) AS indexes FROM pg_indexes WHERE tablename = 'pev' AND indexdef 
 SELECT stream_seq.disable('pev');
 SELECT count(*) AS indexes_left FROM pg_indexes WHERE tablename = 'pev' AND indexdef LIKE '%slot_of%';
 DROP TABLE pev;
+
+-- the group's indexes are dropped only if they are still the stream
+-- table's: after the table moved to another schema, an index of another
+-- table that took the recorded name is left alone
+CREATE SCHEMA moved;
+CREATE TABLE mev (k int);
+SELECT stream_seq.enable('mev');
+INSERT INTO mev SELECT g FROM generate_series(1, 10) g;
+SELECT stream_seq.create_group('mev', 'mg', 'k', 2);
+SELECT count(stream_seq.advance_slot('mev', 'mg', c.slot, c.token, 10))
+  FROM stream_seq.claim('mev', 'mg', 'm1', '1 minute') c;
+SELECT stream_seq.resize_group('mev', 'mg', 3) AS switched;
+SELECT (SELECT retired_index FROM stream_seq.consumer WHERE consumer = 'mg') AS retired \gset
+ALTER TABLE mev SET SCHEMA moved;
+CREATE TABLE other (email text);
+CREATE UNIQUE INDEX mev_mg_slot_idx ON other (email);
+SELECT :'retired' = 'public.mev_mg_slot_idx' AS same_name;
+SELECT stream_seq.resize_group('moved.mev', 'mg', 4) AS switched;
+SELECT stream_seq.drop_consumer('moved.mev', 'mg');
+SELECT indexrelid::regclass AS still_there FROM pg_index WHERE indrelid = 'other'::regclass;
+INSERT INTO other VALUES ('a'), ('a');
+\echo :LAST_ERROR_SQLSTATE
+SELECT stream_seq.disable('moved.mev');
+DROP TABLE moved.mev, other;
+DROP SCHEMA moved;
+
+-- retention never passes the fence of a pending resize: the new slots
+-- start there, whatever the old ones did meanwhile
+CREATE TABLE fev (k int);
+SELECT stream_seq.enable('fev');
+INSERT INTO fev SELECT g FROM generate_series(1, 40) g;
+SELECT stream_seq.create_group('fev', 'fg', 'k', 2);
+SELECT count(*) FROM stream_seq.claim('fev', 'fg', 'f1', '1 minute');
+SELECT stream_seq.resize_group('fev', 'fg', 3) AS switched;
+SELECT resize_fence FROM stream_seq.consumers WHERE consumer = 'fg';
+INSERT INTO fev SELECT g FROM generate_series(41, 60) g;
+SELECT stream_seq.reset('fev', 'fg', 55::bigint);
+SELECT stream_seq.set_retention('fev', keep_rows => 0);
+SELECT removed_rows, removed_before, held_by, held_at FROM stream_seq.apply_retention('fev');
+SELECT stream_seq.first('fev') AS first_kept;
+SELECT stream_seq.trim('fev', 50);
+\echo :LAST_ERROR_SQLSTATE
+SELECT stream_seq.disable('fev');
+DROP TABLE fev;

@@ -38,6 +38,7 @@
 #include "commands/trigger.h"
 #include "executor/spi.h"
 #include "fmgr.h"
+#include "mb/pg_wchar.h"
 #include "miscadmin.h"
 #include "storage/lmgr.h"
 #include "storage/procarray.h"
@@ -779,6 +780,19 @@ stream_caller_exec(const char *sql, int nargs, Oid *argtypes, Datum *values)
 	SPI_finish();
 	AtEOXact_GUC(false, save_nestlevel);
 	return processed;
+}
+
+/*
+ * stream_clip_name
+ *		The first "max_bytes" bytes of "name" at most, cut at a character
+ *		boundary: for names made from a table's or consumer's name, which
+ *		must stay valid in the database's encoding (a dump of a name cut
+ *		inside a character does not load).
+ */
+char *
+stream_clip_name(const char *name, int max_bytes)
+{
+	return pnstrdup(name, pg_mbcliplen(name, strlen(name), max_bytes));
 }
 
 /*

@@ -417,14 +417,10 @@ stream_seq_drop_consumer(PG_FUNCTION_ARGS)
 	}
 	index = stream_catalog_text("DELETE FROM stream_seq.consumer "
 								"WHERE stream = $1 AND consumer = $2 "
-								"RETURNING pg_catalog.to_regclass(slot_index::pg_catalog.text)::pg_catalog.oid",
+								"RETURNING slot_index::pg_catalog.text",
 								2, argtypes, values);
 	/* a group's index on its slot expression goes with it, if still there */
-	if (index != NULL && get_rel_name(atooid(index)) != NULL)
-		stream_catalog_exec(psprintf("DROP INDEX IF EXISTS %s",
-									 quote_qualified_identifier(get_namespace_name(get_rel_namespace(atooid(index))),
-																get_rel_name(atooid(index)))),
-							0, NULL, NULL, NULL, 0, NULL);
+	stream_drop_group_index(relid, index);
 	PG_RETURN_VOID();
 }
 

@@ -330,7 +330,8 @@ stream_create_head_sequence(Oid relid, const char *column, int64 start,
 	char	   *query;
 	Oid			seqid;
 
-	base = psprintf("%.30s_%.20s_head", get_rel_name(relid), column);
+	base = psprintf("%s_%s_head", stream_clip_name(get_rel_name(relid), 30),
+					stream_clip_name(column, 20));
 	name = pstrdup(base);
 	while (OidIsValid(get_relname_relid(name, nsp)))
 		name = psprintf("%s%d", base, ++suffix);

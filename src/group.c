@@ -212,7 +212,8 @@ stream_seq_create_group(PG_FUNCTION_ARGS)
 	table = quote_qualified_identifier(get_namespace_name(get_rel_namespace(relid)),
 									   get_rel_name(relid));
 	column = get_attname(relid, ref->seq_attnum, false);
-	index_name = psprintf("%.30s_%.20s_slot_idx", get_rel_name(relid), consumer);
+	index_name = psprintf("%s_%s_slot_idx", stream_clip_name(get_rel_name(relid), 30),
+						  stream_clip_name(consumer, 20));
 	{
 		char	   *base = index_name;
 		int			suffix = 0;
@@ -952,6 +953,9 @@ stream_seq_slot_backlog(PG_FUNCTION_ARGS)
 	"  WHERE stream::pg_catalog.oid = $1 AND slots IS NULL " \
 	" UNION ALL SELECT consumer || ' (parked ' || seq || ')', seq - 1 " \
 	"  FROM stream_seq.parked WHERE stream::pg_catalog.oid = $1 AND NOT resolved) p"
+#define RESIZE_FENCES \
+	"SELECT consumer || ' (resize pending)', resize_fence " \
+	"  FROM stream_seq.consumer WHERE stream::pg_catalog.oid = $1 AND resize_fence IS NOT NULL"
 #define PLAIN_POSITIONS \
 	"(SELECT consumer, position FROM stream_seq.consumer " \
 	"  WHERE stream::pg_catalog.oid = $1) p"
@@ -959,7 +963,8 @@ stream_seq_slot_backlog(PG_FUNCTION_ARGS)
 /*
  * stream_slowest_consumer
  *		The consumer of the stream with the lowest position (a slot of a
- *		group, or a parked row, count as positions), whoever owns it and
+ *		group, a parked row, or the fence of a pending resize, where the new
+ *		slots will start, count as positions), whoever owns it and
  *		whoever may read it; false if the stream has none.  For trim() and
  *		drop_partitions(), which must not pass it.  A slot with nothing to
  *		read below the horizon counts as having finished up to it
@@ -981,6 +986,10 @@ stream_slowest_consumer(Oid relid, char **consumer, int64 *position)
 
 	values[0] = ObjectIdGetDatum(relid);
 	positions = groups ? SLOWEST_POSITIONS : PLAIN_POSITIONS;
+	/* the new slots of a pending resize start at its fence */
+	if (groups && stream_resize_supported())
+		positions = psprintf("(SELECT consumer, position FROM %s UNION ALL %s) q",
+							 SLOWEST_POSITIONS, RESIZE_FENCES);
 	stream_catalog_exec(psprintf("SELECT position FROM %s ORDER BY position LIMIT 1",
 								 positions),
 						1, argtypes, values, row, 1, &found);

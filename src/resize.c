@@ -109,36 +109,6 @@ stream_resize_supported(void)
 }
 
 /*
- * drop_index_by_name
- *		Drop index "name" (schema-qualified, as slot_index keeps it) if it
- *		still exists.  Locks its table ACCESS EXCLUSIVE: only for callers
- *		that run in their own transaction, never in a worker's.
- */
-static void
-drop_index_by_name(const char *name)
-{
-	Oid			argtypes[1] = {TEXTOID};
-	Datum		values[1];
-	char	   *oid;
-	Oid			index;
-
-	if (name == NULL)
-		return;
-	values[0] = CStringGetTextDatum(name);
-	oid = stream_catalog_text("SELECT pg_catalog.to_regclass($1)::pg_catalog.oid",
-							  1, argtypes, values);
-	if (oid == NULL)
-		return;
-	index = atooid(oid);
-	if (get_rel_name(index) == NULL)
-		return;
-	stream_catalog_exec(psprintf("DROP INDEX IF EXISTS %s",
-								 quote_qualified_identifier(get_namespace_name(get_rel_namespace(index)),
-															get_rel_name(index))),
-						0, NULL, NULL, NULL, 0, NULL);
-}
-
-/*
  * stream_resize_drop_indexes
  *		Drop the indexes a group's resizes made and left: the one made for a
  *		pending resize, and the retired one of a finished resize.  For
@@ -170,7 +140,7 @@ stream_resize_drop_indexes(Oid relid, const char *consumer)
 		return;
 	for (name = strtok_r(names, sep, &saveptr); name != NULL;
 		 name = strtok_r(NULL, sep, &saveptr))
-		drop_index_by_name(name);
+		stream_drop_group_index(relid, name);
 }
 
 /*
@@ -384,7 +354,8 @@ new_slot_index(Oid relid, const char *consumer, const char *old_expr,
 	table = quote_qualified_identifier(get_namespace_name(get_rel_namespace(relid)),
 									   get_rel_name(relid));
 	column = get_attname(relid, ref->seq_attnum, false);
-	base = psprintf("%.26s_%.20s_s%d_idx", get_rel_name(relid), consumer, slots);
+	base = psprintf("%s_%s_s%d_idx", stream_clip_name(get_rel_name(relid), 26),
+					stream_clip_name(consumer, 20), slots);
 	index_name = base;
 	while (OidIsValid(get_relname_relid(index_name, get_rel_namespace(relid))))
 		index_name = psprintf("%s%d", base, ++n);
@@ -466,7 +437,7 @@ stream_seq_resize_group(PG_FUNCTION_ARGS)
 								  2, argtypes, values);
 	if (retired != NULL)
 	{
-		drop_index_by_name(retired);
+		stream_drop_group_index(relid, retired);
 		stream_catalog_exec("UPDATE stream_seq.consumer SET retired_index = NULL "
 							"WHERE stream = $1 AND consumer = $2",
 							2, argtypes, values, NULL, 0, NULL);
@@ -506,7 +477,7 @@ stream_seq_resize_group(PG_FUNCTION_ARGS)
 							"resize_index = NULL, resize_expr = NULL, resize_at = NULL "
 							"WHERE stream = $1 AND consumer = $2",
 							2, argtypes, values, NULL, 0, NULL);
-		drop_index_by_name(pending);
+		stream_drop_group_index(relid, pending);
 		PG_RETURN_BOOL(true);
 	}
 	if (slots == current)

@@ -51,8 +51,10 @@
  * finished, so a standby runs nothing until promoted; both exist only when
  * the library is preloaded.  The launcher is restarted by the postmaster
  * if it dies (SIGTERM included), and after a crash restart.  Runs take
- * locks with lock_timeout 5s, so a run waiting behind a long reader fails
- * (recorded, 55P03) and is tried again next time.
+ * locks with lock_timeout 100ms, so a run waiting behind a long reader
+ * fails (recorded, 55P03) and is tried again next time: while it waits
+ * for ACCESS EXCLUSIVE (dropping a partition), every reader and writer of
+ * the table queues behind it, so it must not wait long.
  *
  *-------------------------------------------------------------------------
  */
@@ -454,6 +456,24 @@ apply_policy(Oid relid, RetentionPolicy *policy, RetentionRun *run)
 			last = query_number("SELECT stream_seq.position_at($1, $2)",
 								2, argtypes, values, &found);
 			before = Min(before, found ? last + 1 : 1);
+
+			/*
+			 * Rows without a time (numbered before the stream had its time
+			 * column) are at the bottom, and position_at() counts them as
+			 * before any time: keep_for does not know their age, so it
+			 * removes nothing while they are there.
+			 */
+			last = query_number(psprintf("SELECT pg_catalog.count(*) FROM (SELECT FROM %s "
+										 "WHERE %s <= stream_seq.position_at($1, '-infinity') LIMIT 1) x",
+										 stream_source(relid), quote_identifier(column)),
+								1, argtypes, values, &found);
+			if (found && last > 0)
+			{
+				before = Min(before, 1);
+				run->held_by = pstrdup("rows without a time");
+				run->held_at = query_number("SELECT stream_seq.first($1) - 1",
+											1, argtypes, values, &found);
+			}
 		}
 	}
 
@@ -667,6 +687,11 @@ stream_seq_apply_retention(PG_FUNCTION_ARGS)
 	stream_check_not_null(fcinfo, 1, "stream table");
 	relid = PG_GETARG_OID(0);
 	check_policy_owner(relid);
+	if (RecoveryInProgress())
+		ereport(ERROR,
+				(errcode(ERRCODE_READ_ONLY_SQL_TRANSACTION),
+				 errmsg("cannot apply a retention policy during recovery"),
+				 errhint("Retention runs on the primary; a standby replays what it removes.")));
 	if (get_call_result_type(fcinfo, NULL, &tupdesc) != TYPEFUNC_COMPOSITE)
 		elog(ERROR, "return type must be a row type");
 	tupdesc = BlessTupleDesc(tupdesc);
@@ -886,7 +911,7 @@ stream_seq_retention_worker_main(Datum main_arg)
 	if (RecoveryInProgress())
 		proc_exit(0);
 	pgstat_report_appname("stream_seq retention worker");
-	SetConfigOption("lock_timeout", "5s", PGC_SUSET, PGC_S_OVERRIDE);
+	SetConfigOption("lock_timeout", "100ms", PGC_SUSET, PGC_S_OVERRIDE);
 	context = AllocSetContextCreate(TopMemoryContext,
 									"stream_seq retention worker",
 									ALLOCSET_DEFAULT_SIZES);

@@ -270,6 +270,7 @@ extern bool stream_table_has_triggers(Oid relid);
 extern StreamRef *stream_lookup(Oid relid, bool missing_ok);
 extern Oid	stream_catalog_relid(bool missing_ok);
 extern char *stream_source(Oid relid);
+extern char *stream_clip_name(const char *name, int max_bytes);
 extern Oid	stream_catalog_owner(void);
 extern bool stream_catalog_has(Oid relid);
 extern void stream_catalog_insert(Oid relid, const char *column, Oid head_seq);
@@ -398,6 +399,7 @@ extern void stream_resize_drop_indexes(Oid relid, const char *consumer);
 /* lifecycle.c */
 extern Oid	stream_unique_index(Oid relid, AttrNumber attnum);
 extern void stream_check_no_deferrable_index(Relation rel);
+extern void stream_drop_group_index(Oid relid, const char *name);
 extern void stream_check_written_columns_free(Relation rel, AttrNumber attnum,
 											  AttrNumber time_attnum);
 extern void stream_protect_index(Oid relid, AttrNumber attnum);
