@@ -215,3 +215,23 @@ SELECT stream_seq.trim('fev', 50);
 \echo :LAST_ERROR_SQLSTATE
 SELECT stream_seq.disable('fev');
 DROP TABLE fev;
+
+-- names made from multibyte table and consumer names are cut at
+-- character boundaries (a name cut inside a character made a dump that
+-- restored with no consumers)
+\set regress_db :DBNAME
+CREATE DATABASE stream_seq_utf8 ENCODING 'UTF8' LC_COLLATE 'C' LC_CTYPE 'C' TEMPLATE template0;
+\c stream_seq_utf8
+SET client_min_messages = warning;
+CREATE EXTENSION stream_seq;
+CREATE TABLE "€€€€€€€€€€€€€€" (k int);
+SELECT stream_seq.enable('"€€€€€€€€€€€€€€"');
+SELECT stream_seq.create_group('"€€€€€€€€€€€€€€"', '€€€€€€€', 'k', 2);
+SELECT stream_seq.resize_group('"€€€€€€€€€€€€€€"', '€€€€€€€', 3) AS switched;
+SELECT count(*) AS names,
+       bool_and(pg_catalog.convert_from(pg_catalog.textsend(relname::text), 'UTF8') = relname::text) AS all_valid
+  FROM pg_class WHERE relname::text LIKE '€%' OR relname::text LIKE '%€%';
+SELECT bool_and(pg_catalog.convert_from(pg_catalog.textsend(slot_index), 'UTF8') = slot_index) AS recorded_valid
+  FROM stream_seq.consumer;
+\c :regress_db
+DROP DATABASE stream_seq_utf8;
