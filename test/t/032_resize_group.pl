@@ -352,7 +352,9 @@ note scalar(@worker_logs)
 is($met{'40P01'}, 0, 'no worker met a deadlock');
 
 my $log = slurp_file($node->logfile, $log_start);
-my @crashes = $log =~ /(server process \(PID \d+\) was terminated by signal 9)/g;
+# "server process" on PostgreSQL 15, the process's type ("client backend")
+# from 16 on
+my @crashes = $log =~ /((?:server process|client backend) \(PID \d+\) was terminated by signal 9)/g;
 is(scalar @crashes, 1, 'one server process was killed: the one the test killed');
 like($log, qr/PID $victim\) was terminated by signal 9/,
 	'the server process killed was the worker\'s');
