@@ -856,9 +856,11 @@ stream_seq_retention_launcher_main(Datum main_arg)
 /*
  * list_policies
  *		The streams with a policy in this database, if stream_seq is
- *		installed here in a version that has them.
+ *		installed here in a version that has them.  Not inlined into the
+ *		worker's PG_TRY loop, where its locals could be clobbered by a
+ *		longjmp.
  */
-static List *
+static pg_noinline List *
 list_policies(MemoryContext context)
 {
 	List	   *result = NIL;
