@@ -10,6 +10,13 @@
 #   <!-- doc-test: skip REASON -->      not run (it needs a standby, say)
 #   <!-- doc-test: set NAME=VALUE -->   run with psql variable NAME set, as
 #                                       the text says to run it (psql -v)
+#   <!-- doc-test: expect               the block must run, and its output
+#   LINE                                (psql -XAtq: columns separated by
+#   ...                                 "|", one row a line), without its
+#   -->                                 empty lines (void results), must be
+#                                       these LINEs (no ">" in them)
+#
+# A block's output is also in the test's log when DOC_TEST_SHOW is set.
 #
 # Also checked: every relative link of those files reaches a file that
 # exists, and an anchor in it that a heading makes.
@@ -77,7 +84,7 @@ foreach my $file (@files)
 
 	# examples, in order
 	my $n = 0;
-	while ($text =~ /((?:<!-- doc-test: ([^>]*?) -->\n)?)```sql\n(.*?)^```/msg)
+	while ($text =~ /((?:<!-- doc-test: ([^>]*?)\s*-->\n)?)```sql\n(.*?)^```/msg)
 	{
 		my ($marker, $sql) = ($2 // '', $3);
 		$n++;
@@ -96,6 +103,13 @@ foreach my $file (@files)
 		else
 		{
 			is($r->{rc}, 0, "$what runs") or diag "$sql\n$r->{err}";
+		}
+		note "$what output:\n$r->{out}" if $ENV{DOC_TEST_SHOW};
+		if ($marker =~ /^expect\s*\n(.*)$/s)
+		{
+			my @want = grep { $_ ne '' } map { s/\s+$//r } split /\n/, $1;
+			my @out = grep { $_ ne "" } map { s/\s+$//r } split /\n/, $r->{out};
+			is(join("\n", @out), join("\n", @want), "$what returns what the text says");
 		}
 	}
 	cmp_ok($n, '>', 0, "$file has examples") if $file eq 'README.md';
