@@ -628,6 +628,8 @@ stream_seq_resize_group(PG_FUNCTION_ARGS)
 							2, argtypes, values, NULL, 0, NULL);
 		if (pending != NULL)
 		{
+			Oid			retire_types[3] = {REGCLASSOID, TEXTOID, TEXTOID};
+
 			/* the cancelled index is retired too: dropped now or later */
 			values[2] = CStringGetTextDatum(pending);
 			retired = stream_catalog_text("UPDATE stream_seq.consumer SET retired_index = "
@@ -635,8 +637,7 @@ stream_seq_resize_group(PG_FUNCTION_ARGS)
 										  "  ELSE retired_index || pg_catalog.chr(1) || $3 END "
 										  "WHERE stream = $1 AND consumer = $2 "
 										  "RETURNING retired_index",
-										  3, (Oid[]) {REGCLASSOID, TEXTOID, TEXTOID},
-										  values);
+										  3, retire_types, values);
 		}
 		drop_retired_index(relid, consumer, retired);
 		PG_RETURN_BOOL(true);
