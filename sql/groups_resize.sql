@@ -216,6 +216,52 @@ SELECT stream_seq.trim('fev', 50);
 SELECT stream_seq.disable('fev');
 DROP TABLE fev;
 
+-- while a resize is pending, no slot advances past its fence (read_slot()
+-- hands out no row above it): a worker advancing to horizon - 1 after a
+-- short page would otherwise lose the slot's rows above the fence when
+-- the resize is cancelled
+CREATE TABLE cev (k int);
+SELECT stream_seq.enable('cev');
+INSERT INTO cev SELECT g FROM generate_series(1, 8) g;
+SELECT stream_seq.create_group('cev', 'cg', 'k', 2);
+SELECT count(*) FROM stream_seq.claim('cev', 'cg', 'c1', '1 minute');
+SELECT stream_seq.resize_group('cev', 'cg', 3) AS switched;
+SELECT resize_fence FROM stream_seq.consumers WHERE consumer = 'cg';
+INSERT INTO cev SELECT g FROM generate_series(9, 16) g;
+SELECT token AS t0 FROM stream_seq.consumer_slots WHERE consumer = 'cg' AND slot = 0 \gset
+SELECT array_agg(seq ORDER BY seq) AS page FROM stream_seq.read_slot('cev', 'cg', 0, :t0, 100);
+SELECT stream_seq.advance_slot('cev', 'cg', 0, :t0, stream_seq.horizon('cev') - 1);
+\echo :LAST_ERROR_SQLSTATE
+SELECT stream_seq.advance_slot('cev', 'cg', 0, :t0, 9);
+\echo :LAST_ERROR_SQLSTATE
+SELECT slot, position FROM stream_seq.consumer_slots WHERE consumer = 'cg' ORDER BY slot;
+-- up to the fence is allowed
+SELECT stream_seq.advance_slot('cev', 'cg', 0, :t0, 8);
+-- cancelled: slot 0 reads on from the fence, every row of it delivered
+SELECT stream_seq.resize_group('cev', 'cg', 2) AS cancelled;
+SELECT (SELECT array_agg(seq ORDER BY seq) FROM stream_seq.read_slot('cev', 'cg', 0, :t0, 100))
+       = (SELECT array_agg(seq ORDER BY seq) FROM cev
+           WHERE seq > 8 AND stream_seq.slot_of(k::text, 2) = 0) AS all_of_slot_0;
+SELECT stream_seq.advance_slot('cev', 'cg', 0, :t0, stream_seq.horizon('cev') - 1);
+-- switched: a new resize's fence holds until the switch, then the new
+-- slots advance past it
+SELECT stream_seq.resize_group('cev', 'cg', 3) AS switched;
+SELECT resize_fence AS f FROM stream_seq.consumers WHERE consumer = 'cg' \gset
+INSERT INTO cev SELECT g FROM generate_series(17, 20) g;
+SELECT token AS t1 FROM stream_seq.consumer_slots WHERE consumer = 'cg' AND slot = 1 \gset
+SELECT stream_seq.advance_slot('cev', 'cg', 1, :t1, :f + 1);
+\echo :LAST_ERROR_SQLSTATE
+SELECT stream_seq.advance_slot('cev', 'cg', 1, :t1, :f);
+SELECT count(*) AS claimed FROM stream_seq.claim('cev', 'cg', 'c1', '1 minute');
+SELECT slots, resize_to FROM stream_seq.consumers WHERE consumer = 'cg';
+SELECT count(*) AS above_fence FROM stream_seq.claim('cev', 'cg', 'c1', '1 minute') c,
+       stream_seq.read_slot('cev', 'cg', c.slot, c.token, 100) r;
+SELECT count(stream_seq.advance_slot('cev', 'cg', c.slot, c.token, stream_seq.horizon('cev') - 1)) AS advanced
+  FROM stream_seq.claim('cev', 'cg', 'c1', '1 minute') c;
+SELECT slot, position FROM stream_seq.consumer_slots WHERE consumer = 'cg' ORDER BY slot;
+SELECT stream_seq.disable('cev');
+DROP TABLE cev;
+
 -- names made from multibyte table and consumer names are cut at
 -- character boundaries (a name cut inside a character made a dump that
 -- restored with no consumers)

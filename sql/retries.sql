@@ -161,6 +161,76 @@ SELECT max_attempts, retry_delay, retry_backoff, retry_max_delay FROM stream_seq
 SELECT stream_seq.park('rev', 'c', 14);
 SELECT due_at, dead FROM stream_seq.parked_rows WHERE seq = 14;
 
+-- a worker that takes due rows one call at a time: parking a row again in
+-- the transaction that took it counts one more attempt, even after a
+-- second due() (or replay()) in that transaction, so a poison row becomes
+-- a dead letter at the maximum
+CREATE TABLE hist (k int);
+SELECT stream_seq.enable('hist');
+INSERT INTO hist SELECT g FROM generate_series(1, 3) g;
+SELECT stream_seq.create_consumer('hist', 'w');
+SELECT stream_seq.set_retry_policy('hist', 'w', 3, '0 seconds', 1, '0 seconds');
+SELECT stream_seq.park('hist', 'w', 1, 'first'), stream_seq.park('hist', 'w', 2, 'first');
+BEGIN;
+SELECT seq, attempts FROM stream_seq.due('hist', 'w', 1);
+SELECT seq, attempts FROM stream_seq.due('hist', 'w', 1);
+SELECT stream_seq.park('hist', 'w', 1, 'again'), stream_seq.park('hist', 'w', 2, 'again');
+COMMIT;
+SELECT seq, attempts, reason, dead FROM stream_seq.parked_rows
+ WHERE stream = 'hist'::regclass ORDER BY seq;
+BEGIN;
+SELECT seq, attempts FROM stream_seq.due('hist', 'w', 1);
+SELECT seq, attempts FROM stream_seq.replay('hist', 'w', 1);
+SAVEPOINT s;
+SELECT seq, attempts FROM stream_seq.due('hist', 'w', 1);
+RELEASE SAVEPOINT s;
+SELECT stream_seq.park('hist', 'w', 1, 'third'), stream_seq.park('hist', 'w', 2, 'third');
+COMMIT;
+SELECT seq, attempts, reason, dead FROM stream_seq.parked_rows
+ WHERE stream = 'hist'::regclass ORDER BY seq;
+-- rows resolved by a transaction that committed are removed by the next
+SELECT stream_seq.revive('hist', 'w');
+BEGIN;
+SELECT seq FROM stream_seq.due('hist', 'w');
+COMMIT;
+SELECT seq, resolved FROM stream_seq.parked WHERE stream = 'hist'::regclass ORDER BY seq;
+SELECT count(*) AS due FROM stream_seq.due('hist', 'w');
+SELECT count(*) AS kept FROM stream_seq.parked WHERE stream = 'hist'::regclass;
+
+-- the wait runs from the failure (the park() call), not from the start of
+-- the parking transaction
+SELECT stream_seq.set_retry_policy('hist', 'w', 5, '1 hour', 1, '1 hour');
+BEGIN;
+SELECT pg_sleep(0.2);
+SELECT stream_seq.park('hist', 'w', 3, 'late in the transaction');
+SELECT due_at - last_failed AS waits, last_failed = first_failed AS first,
+       last_failed > now() AS after_start
+  FROM stream_seq.parked_rows WHERE stream = 'hist'::regclass AND seq = 3;
+COMMIT;
+SELECT stream_seq.park('hist', 'w', 3, 'again', '0 seconds');
+SELECT last_failed > first_failed AS later, due_at = last_failed AS due_at_failure
+  FROM stream_seq.parked_rows WHERE stream = 'hist'::regclass AND seq = 3;
+-- and due() looks at the clock at its call, not at its transaction's start
+BEGIN;
+SELECT stream_seq.park('hist', 'w', 3, 'retry soon', '0.1 seconds');
+SELECT pg_sleep(0.2);
+SELECT seq FROM stream_seq.due('hist', 'w');
+COMMIT;
+
+-- bad arguments of due() and replay(): a clean error, no internal SQL
+\set SHOW_CONTEXT errors
+SELECT * FROM stream_seq.due('hist', 'w', 0);
+\echo :LAST_ERROR_SQLSTATE
+SELECT * FROM stream_seq.replay('hist', 'w', -1);
+\echo :LAST_ERROR_SQLSTATE
+SELECT * FROM stream_seq.due('hist', 'w', NULL);
+\echo :LAST_ERROR_SQLSTATE
+SELECT * FROM stream_seq.replay(NULL, 'w');
+\echo :LAST_ERROR_SQLSTATE
+\set SHOW_CONTEXT never
+SELECT stream_seq.disable('hist');
+DROP TABLE hist;
+
 -- an ordinary role: its own consumer, and nothing of another's
 CREATE ROLE retry_owner;
 CREATE ROLE retry_other;

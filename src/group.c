@@ -560,7 +560,8 @@ stream_seq_slot_state(PG_FUNCTION_ARGS)
  *		worker still holds the slot: its row is locked and its token
  *		compared, and a changed token fails with SQLSTATE SS001, changing
  *		nothing.  As advance(): never backwards, never to or past the
- *		horizon.
+ *		horizon; and while a resize is pending, never past its fence
+ *		(SQLSTATE 55000).
  */
 Datum
 stream_seq_advance_slot(PG_FUNCTION_ARGS)
@@ -594,6 +595,26 @@ stream_seq_advance_slot(PG_FUNCTION_ARGS)
 						 position, to_position);
 	if (to_position == position)
 		PG_RETURN_VOID();
+
+	/*
+	 * While a resize is pending, read_slot() hands out no row above its
+	 * fence, so no worker can have finished one: an advance past the fence
+	 * would skip the slot's rows above it if the resize is then cancelled
+	 * (the old slots read on from their positions).  Read under the slot
+	 * row's lock, which resize_group() takes before it records a fence.
+	 */
+	{
+		int64		fence = stream_resize_fence(relid, consumer);
+
+		if (fence >= 0 && to_position > fence)
+			ereport(ERROR,
+					(errcode(ERRCODE_OBJECT_NOT_IN_PREREQUISITE_STATE),
+					 errmsg("cannot advance slot %d of group \"%s\" past the fence of a pending resize",
+							slot, consumer),
+					 errdetail("The fence is " INT64_FORMAT "; read_slot() returns no row above it until the resize switches or is cancelled.",
+							   fence),
+					 errhint("Advance only past rows read_slot() returned.")));
+	}
 
 	values[0] = ObjectIdGetDatum(relid);
 	values[1] = CStringGetTextDatum(consumer);

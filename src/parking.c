@@ -16,7 +16,7 @@
  * caller's transaction, so each is applied once, when that transaction
  * commits (a rollback leaves it parked; parking it again in the same
  * transaction counts one more attempt and keeps its history).  Resolved
- * rows are deleted by the next replay() or due().
+ * rows are deleted by the next replay() or due() of another transaction.
  *
  * Retry policy.  A consumer may have one (set_retry_policy()): at most
  * max_attempts failures, the n-th of them followed by a wait of
@@ -42,11 +42,14 @@
 
 #include <math.h>
 
+#include "access/transam.h"
+#include "access/xact.h"
 #include "catalog/pg_type.h"
 #include "executor/spi.h"
 #include "fmgr.h"
 #include "funcapi.h"
 #include "miscadmin.h"
+#include "utils/array.h"
 #include "utils/builtins.h"
 #include "utils/lsyscache.h"
 #include "utils/timestamp.h"
@@ -131,9 +134,10 @@ stream_seq_park(PG_FUNCTION_ARGS)
 	char	   *consumer;
 	int64		seq;
 	int64		horizon;
-	Oid			argtypes[5] = {REGCLASSOID, TEXTOID, INT8OID, TEXTOID, INTERVALOID};
-	Datum		values[5];
-	char		nulls[5] = {' ', ' ', ' ', ' ', ' '};
+	Oid			argtypes[6] = {REGCLASSOID, TEXTOID, INT8OID, TEXTOID, INTERVALOID,
+	TIMESTAMPTZOID};
+	Datum		values[6];
+	char		nulls[6] = {' ', ' ', ' ', ' ', ' ', ' '};
 
 	consumer = check_parking_caller(fcinfo, 3, "stream table, consumer name and number");
 	relid = PG_GETARG_OID(0);
@@ -169,13 +173,21 @@ stream_seq_park(PG_FUNCTION_ARGS)
 		values[4] = (Datum) 0;
 		nulls[4] = 'n';
 	}
+	/*
+	 * The failure's time is the clock's at this call, not the start of the
+	 * caller's transaction (now()): a worker applies a page row by row, and
+	 * a row can fail long after its transaction began.  One instant serves
+	 * first_failed, last_failed and the start of the wait.
+	 */
+	values[5] = TimestampTzGetDatum(GetCurrentTimestamp());
 	stream_catalog_hold(relid, consumer);
 	stream_catalog_exec_nulls("INSERT INTO stream_seq.parked "
-							  "(stream, consumer, seq, reason) VALUES ($1, $2, $3, $4) "
+							  "(stream, consumer, seq, reason, first_failed, last_failed) "
+							  "VALUES ($1, $2, $3, $4, $6, $6) "
 							  "ON CONFLICT (stream, consumer, seq) DO UPDATE "
 							  "SET attempts = parked.attempts + 1, resolved = false, "
-							  "reason = excluded.reason, last_failed = pg_catalog.now()",
-							  4, argtypes, values, nulls);
+							  "reason = excluded.reason, last_failed = excluded.last_failed",
+							  6, argtypes, values, nulls);
 
 	/*
 	 * Then its schedule, from the attempts just counted.  The backoff's
@@ -188,16 +200,16 @@ stream_seq_park(PG_FUNCTION_ARGS)
 							  "dead = (c.max_attempts IS NOT NULL AND p.attempts >= c.max_attempts), "
 							  "due_at = CASE "
 							  "  WHEN c.max_attempts IS NOT NULL AND p.attempts >= c.max_attempts THEN NULL "
-							  "  WHEN $5::pg_catalog.interval IS NOT NULL THEN pg_catalog.now() + $5 "
+							  "  WHEN $5::pg_catalog.interval IS NOT NULL THEN p.last_failed + $5 "
 							  "  WHEN c.max_attempts IS NULL THEN NULL "
-							  "  ELSE pg_catalog.now() + pg_catalog.make_interval(secs => LEAST("
+							  "  ELSE p.last_failed + pg_catalog.make_interval(secs => LEAST("
 							  "       pg_catalog.date_part('epoch', c.retry_delay) * "
 							  "       pg_catalog.power(c.retry_backoff, LEAST(p.attempts - 1, 100)), "
 							  "       pg_catalog.date_part('epoch', c.retry_max_delay))) END "
 							  "FROM stream_seq.consumer c "
 							  "WHERE p.stream = $1 AND p.consumer = $2 AND p.seq = $3 "
 							  "AND c.stream = p.stream AND c.consumer = p.consumer",
-							  5, argtypes, values, nulls);
+							  6, argtypes, values, nulls);
 	PG_RETURN_VOID();
 }
 
@@ -207,8 +219,9 @@ stream_seq_park(PG_FUNCTION_ARGS)
  *		DEFAULT false) RETURNS TABLE (seq, reason, attempts), for replay()
  *		and due(): marks up to max_rows parked rows of the consumer
  *		resolved, lowest first, skipping those another caller has locked,
- *		in the caller's transaction; deletes the rows earlier callers
- *		resolved.  replay() takes every parked row, dead letters included;
+ *		in the caller's transaction; deletes the rows callers that
+ *		committed resolved (not those of the caller's own transaction,
+ *		which a park() may count one more attempt on).  replay() takes every parked row, dead letters included;
  *		due() ("only_due") only those whose retry is due and not dead.
  */
 Datum
@@ -219,8 +232,8 @@ stream_seq_take_parked(PG_FUNCTION_ARGS)
 	char	   *consumer;
 	int32		max_rows;
 	bool		only_due;
-	Oid			argtypes[3] = {REGCLASSOID, TEXTOID, INT4OID};
-	Datum		values[3];
+	Oid			argtypes[4] = {REGCLASSOID, TEXTOID, INT4OID, TIMESTAMPTZOID};
+	Datum		values[4];
 	int			save_nestlevel;
 	Oid			save_userid;
 	int			save_sec_context;
@@ -243,19 +256,61 @@ stream_seq_take_parked(PG_FUNCTION_ARGS)
 				  &save_sec_context);
 	if (SPI_connect() != SPI_OK_CONNECT)
 		elog(ERROR, "SPI_connect failed");
-	/* rows resolved by callers that committed are gone for good */
-	if (SPI_execute_with_args("DELETE FROM stream_seq.parked "
-							  "WHERE (stream, consumer, seq) IN ("
-							  "  SELECT stream, consumer, seq FROM stream_seq.parked "
-							  "   WHERE stream = $1 AND consumer = $2 AND resolved "
-							  "   FOR UPDATE SKIP LOCKED)",
-							  2, argtypes, values, NULL, false, 0) < 0 ||
-		SPI_execute_with_args(only_due ?
+	/*
+	 * Rows resolved by callers that committed are gone for good.  Not
+	 * those the caller's own transaction resolved: parking one of them
+	 * again in this transaction counts one more attempt on its history.
+	 */
+	if (SPI_execute_with_args("SELECT seq, xmin FROM stream_seq.parked "
+							  "WHERE stream = $1 AND consumer = $2 AND resolved "
+							  "FOR UPDATE SKIP LOCKED",
+							  2, argtypes, values, NULL, false, 0) < 0)
+		elog(ERROR, "could not look for resolved parked rows");
+	if (SPI_processed > 0)
+	{
+		Datum	   *gone = palloc(sizeof(Datum) * SPI_processed);
+		int			ngone = 0;
+		Oid			delete_types[3] = {REGCLASSOID, TEXTOID, INT8ARRAYOID};
+		Datum		delete_values[3];
+
+		for (i = 0; i < SPI_processed; i++)
+		{
+			bool		isnull;
+			Datum		seq = SPI_getbinval(SPI_tuptable->vals[i],
+											SPI_tuptable->tupdesc, 1, &isnull);
+			TransactionId xmin = DatumGetTransactionId(SPI_getbinval(SPI_tuptable->vals[i],
+																	 SPI_tuptable->tupdesc,
+																	 2, &isnull));
+
+			if (!TransactionIdIsCurrentTransactionId(xmin))
+				gone[ngone++] = seq;
+		}
+		if (ngone > 0)
+		{
+			delete_values[0] = values[0];
+			delete_values[1] = values[1];
+			delete_values[2] = PointerGetDatum(construct_array(gone, ngone, INT8OID,
+															   sizeof(int64), FLOAT8PASSBYVAL,
+															   TYPALIGN_DOUBLE));
+			if (SPI_execute_with_args("DELETE FROM stream_seq.parked "
+									  "WHERE stream = $1 AND consumer = $2 "
+									  "AND seq = ANY ($3)",
+									  3, delete_types, delete_values, NULL, false, 0) < 0)
+				elog(ERROR, "could not delete resolved parked rows");
+		}
+	}
+
+	/*
+	 * Due means due by the clock at this call: a worker's transaction may
+	 * have begun long before (now() is its start).
+	 */
+	values[3] = TimestampTzGetDatum(GetCurrentTimestamp());
+	if (SPI_execute_with_args(only_due ?
 							  "UPDATE stream_seq.parked p SET resolved = true "
 							  "WHERE (stream, consumer, seq) IN ("
 							  "  SELECT stream, consumer, seq FROM stream_seq.parked "
 							  "   WHERE stream = $1 AND consumer = $2 AND NOT resolved "
-							  "     AND NOT dead AND due_at <= pg_catalog.now() "
+							  "     AND NOT dead AND due_at <= $4 "
 							  "   ORDER BY seq LIMIT $3 FOR UPDATE SKIP LOCKED) "
 							  "RETURNING p.seq, p.reason, p.attempts" :
 							  "UPDATE stream_seq.parked p SET resolved = true "
@@ -264,7 +319,7 @@ stream_seq_take_parked(PG_FUNCTION_ARGS)
 							  "   WHERE stream = $1 AND consumer = $2 AND NOT resolved "
 							  "   ORDER BY seq LIMIT $3 FOR UPDATE SKIP LOCKED) "
 							  "RETURNING p.seq, p.reason, p.attempts",
-							  3, argtypes, values, NULL, false, 0) < 0)
+							  4, argtypes, values, NULL, false, 0) < 0)
 		elog(ERROR, "could not take parked rows");
 	for (i = 0; i < SPI_processed; i++)
 	{

@@ -54,18 +54,24 @@
  * The old index.  Dropping an index locks its table in ACCESS EXCLUSIVE
  * mode; the switch runs in a worker's transaction, which must not take
  * that lock (it would wait for every reader, and readers wait for it).
- * So the switch only records the old index as retired; the next
- * resize_group() of the group drops it first thing, in the caller's own
- * transaction (resize_group() to the current count does nothing else),
- * and drop_consumer() and disable() drop it with the group.
+ * So the switch only records the old index as retired; a later
+ * resize_group() of the group drops it, and drop_consumer() and disable()
+ * drop it with the group.  resize_group() takes that lock only if it can
+ * at once (tried every millisecond for lock_timeout, or 1 s): a request
+ * waiting in the lock queue would stop every writer and reader that comes
+ * after it for as long as the transaction it waits for stays open.  If it
+ * cannot, the index stays retired (costing writes, nothing else), for a
+ * later call; the group records every index retired and not yet dropped.
  *
  * Locks.  resize_group() takes, in the caller's transaction and in this
- * order: ACCESS EXCLUSIVE on the table if it drops a retired index, SHARE
- * while it builds the new one (writers wait), the consumer's row, then the
- * slot rows in slot order (waiting for workers' uncommitted advances).  It
- * holds them until the caller commits: call it in a transaction of its
- * own.  A worker that holds a slot row and then writes the stream table in
- * the same transaction can deadlock with it (one of the two is cancelled).
+ * order: the consumer's row, the slot rows in slot order (waiting for
+ * workers' uncommitted advances, with no lock on the table held, so that
+ * writers go on meanwhile), then, never waiting in the lock queue (as for
+ * the drop above; 55P03 after lock_timeout, or 5 s), SHARE on the table
+ * and its partitions for building the new index, or ACCESS EXCLUSIVE for
+ * dropping a retired one.  Writers wait while the index builds, and both
+ * table locks are held until the caller commits: call it in a transaction
+ * of its own.
  *
  * One resize at a time: resize_group() to another count while one is
  * pending fails (SQLSTATE 55000); to the pending count it does nothing
@@ -79,13 +85,19 @@
 
 #include "access/htup_details.h"
 #include "access/xact.h"
+#include "catalog/pg_inherits.h"
 #include "catalog/pg_type.h"
 #include "fmgr.h"
 #include "miscadmin.h"
+#include "pgstat.h"
+#include "storage/latch.h"
+#include "storage/lmgr.h"
+#include "storage/proc.h"
 #include "utils/acl.h"
 #include "utils/builtins.h"
 #include "utils/lsyscache.h"
 #include "utils/snapmgr.h"
+#include "utils/timestamp.h"
 
 #include "stream_seq.h"
 
@@ -141,6 +153,128 @@ stream_resize_drop_indexes(Oid relid, const char *consumer)
 	for (name = strtok_r(names, sep, &saveptr); name != NULL;
 		 name = strtok_r(NULL, sep, &saveptr))
 		stream_drop_group_index(relid, name);
+}
+
+/* Without lock_timeout: how long to try for the lock of the index build. */
+#define RESIZE_BUILD_LOCK_WAIT_MS 5000
+/* Without lock_timeout: how long to try for the lock that drops an index. */
+#define RESIZE_DROP_LOCK_WAIT_MS 1000
+
+/*
+ * lock_without_queueing
+ *		Take "mode" on the stream table and all its partitions without ever
+ *		waiting in the lock queue: a waiting SHARE or ACCESS EXCLUSIVE
+ *		request makes every writer that comes after it wait too, for as
+ *		long as the transaction it waits for stays open.  Tries every
+ *		millisecond for up to "wait_ms" (lock_timeout if that is set);
+ *		returns whether it got them all (none is kept otherwise).
+ */
+static bool
+lock_without_queueing(Oid relid, LOCKMODE mode, int wait_ms)
+{
+	List	   *rels = find_all_inheritors(relid, NoLock, NULL);
+	TimestampTz start = GetCurrentTimestamp();
+
+	if (LockTimeout > 0)
+		wait_ms = LockTimeout;
+	for (;;)
+	{
+		ListCell   *lc;
+		List	   *taken = NIL;
+		bool		all = true;
+
+		foreach(lc, rels)
+		{
+			Oid			rel = lfirst_oid(lc);
+
+			if (!ConditionalLockRelationOid(rel, mode))
+			{
+				all = false;
+				break;
+			}
+			taken = lappend_oid(taken, rel);
+		}
+		if (all)
+			return true;
+		foreach(lc, taken)
+			UnlockRelationOid(lfirst_oid(lc), mode);
+		list_free(taken);
+		if (TimestampDifferenceExceeds(start, GetCurrentTimestamp(), wait_ms))
+			return false;
+		(void) WaitLatch(MyLatch, WL_LATCH_SET | WL_TIMEOUT | WL_EXIT_ON_PM_DEATH,
+						 1L, PG_WAIT_EXTENSION);
+		ResetLatch(MyLatch);
+		CHECK_FOR_INTERRUPTS();
+	}
+}
+
+/*
+ * drop_retired_index
+ *		Drop the indexes finished resizes of the group left ("names", as the
+ *		caller read the group's record of them: one name, or several
+ *		separated by chr(1)), if the table can be locked (ACCESS EXCLUSIVE)
+ *		without queueing, and take them off the record.  Otherwise leave
+ *		them for a later resize_group() (or drop_consumer(), disable(), or
+ *		DROP INDEX CONCURRENTLY by hand), with a notice.  A retired index
+ *		costs writes, nothing else, while writers stopped behind a waiting
+ *		DROP INDEX would cost the stream its writes.
+ */
+static void
+drop_retired_index(Oid relid, const char *consumer, const char *names)
+{
+	Oid			argtypes[3] = {REGCLASSOID, TEXTOID, TEXTOID};
+	Datum		values[3];
+	char	   *current;
+	char	   *copy;
+	char	   *name;
+	char	   *saveptr = NULL;
+	char		sep[2] = {'\x01', '\0'};
+	size_t		len;
+
+	if (names == NULL)
+		return;
+	values[0] = ObjectIdGetDatum(relid);
+	values[1] = CStringGetTextDatum(consumer);
+	current = stream_catalog_text("SELECT retired_index FROM stream_seq.consumer "
+								  "WHERE stream = $1 AND consumer = $2",
+								  2, argtypes, values);
+	len = strlen(names);
+	if (current == NULL || strncmp(current, names, len) != 0 ||
+		(current[len] != '\0' && current[len] != '\x01'))
+		return;
+	if (!lock_without_queueing(relid, AccessExclusiveLock, RESIZE_DROP_LOCK_WAIT_MS))
+	{
+		char	   *shown = pstrdup(names);
+		char	   *c;
+
+		for (c = shown; *c != '\0'; c++)
+			if (*c == '\x01')
+				*c = ' ';
+		ereport(NOTICE,
+				(errmsg("index \"%s\" that a resize of group \"%s\" retired is kept for now",
+						shown, consumer),
+				 errdetail("Dropping it needs a moment without readers and writers of the table; resize_group() does not make them wait for one."),
+				 errhint("Call stream_seq.resize_group() again later, or drop the index with DROP INDEX CONCURRENTLY.")));
+		return;
+	}
+	copy = pstrdup(names);
+	for (name = strtok_r(copy, sep, &saveptr); name != NULL;
+		 name = strtok_r(NULL, sep, &saveptr))
+		stream_drop_group_index(relid, name);
+	if (current[len] == '\0')
+	{
+		values[2] = (Datum) 0;
+		stream_catalog_exec_nulls("UPDATE stream_seq.consumer SET retired_index = $3 "
+								  "WHERE stream = $1 AND consumer = $2",
+								  3, argtypes, values, "  n");
+	}
+	else
+	{
+		values[2] = CStringGetTextDatum(current + len + 1);
+		stream_catalog_exec("UPDATE stream_seq.consumer SET retired_index = $3 "
+							"WHERE stream = $1 AND consumer = $2",
+							3, argtypes, values, NULL, 0, NULL);
+	}
 }
 
 /*
@@ -233,7 +367,9 @@ try_switch(Oid relid, const char *consumer)
 						5, argtypes, values, NULL, 0, NULL);
 	stream_catalog_exec("UPDATE stream_seq.consumer "
 						"SET slots = resize_to, slot_index = resize_index, "
-						"slot_expr = resize_expr, retired_index = slot_index, "
+						"slot_expr = resize_expr, "
+						"retired_index = CASE WHEN retired_index IS NULL THEN slot_index "
+						"  ELSE retired_index || pg_catalog.chr(1) || slot_index END, "
 						"resized_from = slots, resized_at = pg_catalog.now(), "
 						"resize_to = NULL, resize_fence = NULL, resize_index = NULL, "
 						"resize_expr = NULL, resize_at = NULL "
@@ -359,6 +495,20 @@ new_slot_index(Oid relid, const char *consumer, const char *old_expr,
 	index_name = base;
 	while (OidIsValid(get_relname_relid(index_name, get_rel_namespace(relid))))
 		index_name = psprintf("%s%d", base, ++n);
+
+	/*
+	 * The build's SHARE lock is taken without queueing: a CREATE INDEX
+	 * waiting behind one writer's open transaction would stop every other
+	 * writer of the stream.  Writers still wait while the index builds.
+	 */
+	if (!lock_without_queueing(relid, ShareLock, RESIZE_BUILD_LOCK_WAIT_MS))
+		ereport(ERROR,
+				(errcode(ERRCODE_LOCK_NOT_AVAILABLE),
+				 errmsg("could not lock stream table \"%s\" to build the index of group \"%s\"",
+						get_rel_name(relid), consumer),
+				 errdetail("A transaction writing the table stayed open for %d ms; resize_group() does not make the table's writers wait behind it.",
+						   LockTimeout > 0 ? LockTimeout : RESIZE_BUILD_LOCK_WAIT_MS),
+				 errhint("Retry, or set lock_timeout to try for longer.")));
 	stream_caller_exec(psprintf("CREATE INDEX %s ON %s ((%s), %s) WHERE %s IS NOT NULL",
 								quote_identifier(index_name), table, expr,
 								quote_identifier(column), quote_identifier(column)),
@@ -388,8 +538,9 @@ stream_seq_resize_group(PG_FUNCTION_ARGS)
 	int			current;
 	int64		state[1];
 	bool		found;
-	char	   *retired;
 	char	   *old_expr;
+	char	   *retired;
+	bool		done;
 	Oid			index;
 	int64	   *rows;
 	uint64		n;
@@ -428,20 +579,14 @@ stream_seq_resize_group(PG_FUNCTION_ARGS)
 	values[1] = CStringGetTextDatum(consumer);
 
 	/*
-	 * The index a finished resize left goes first, before any row lock is
-	 * taken: DROP INDEX waits for the workers reading the table, and none
-	 * of them may be waiting for a lock of ours meanwhile.
+	 * The index a finished resize left is dropped last, once the locks a
+	 * resize waits for are held, and only if the table can be locked at
+	 * once (drop_retired_index()).  An index this call retires (its switch)
+	 * is left for the next call: workers may still be reading through it.
 	 */
 	retired = stream_catalog_text("SELECT retired_index FROM stream_seq.consumer "
 								  "WHERE stream = $1 AND consumer = $2",
 								  2, argtypes, values);
-	if (retired != NULL)
-	{
-		stream_drop_group_index(relid, retired);
-		stream_catalog_exec("UPDATE stream_seq.consumer SET retired_index = NULL "
-							"WHERE stream = $1 AND consumer = $2",
-							2, argtypes, values, NULL, 0, NULL);
-	}
 
 	/* from here on, one resize_group() or switch of the group at a time */
 	stream_catalog_exec("SELECT slots::pg_catalog.int8 FROM stream_seq.consumer "
@@ -458,7 +603,11 @@ stream_seq_resize_group(PG_FUNCTION_ARGS)
 		char	   *pending;
 
 		if ((int) state[0] == slots)
-			PG_RETURN_BOOL(try_switch(relid, consumer));
+		{
+			done = try_switch(relid, consumer);
+			drop_retired_index(relid, consumer, retired);
+			PG_RETURN_BOOL(done);
+		}
 		if (slots != current)
 			ereport(ERROR,
 					(errcode(ERRCODE_OBJECT_NOT_IN_PREREQUISITE_STATE),
@@ -477,11 +626,27 @@ stream_seq_resize_group(PG_FUNCTION_ARGS)
 							"resize_index = NULL, resize_expr = NULL, resize_at = NULL "
 							"WHERE stream = $1 AND consumer = $2",
 							2, argtypes, values, NULL, 0, NULL);
-		stream_drop_group_index(relid, pending);
+		if (pending != NULL)
+		{
+			Oid			retire_types[3] = {REGCLASSOID, TEXTOID, TEXTOID};
+
+			/* the cancelled index is retired too: dropped now or later */
+			values[2] = CStringGetTextDatum(pending);
+			retired = stream_catalog_text("UPDATE stream_seq.consumer SET retired_index = "
+										  "CASE WHEN retired_index IS NULL THEN $3 "
+										  "  ELSE retired_index || pg_catalog.chr(1) || $3 END "
+										  "WHERE stream = $1 AND consumer = $2 "
+										  "RETURNING retired_index",
+										  3, retire_types, values);
+		}
+		drop_retired_index(relid, consumer, retired);
 		PG_RETURN_BOOL(true);
 	}
 	if (slots == current)
+	{
+		drop_retired_index(relid, consumer, retired);
 		PG_RETURN_BOOL(true);
+	}
 
 	/* step 1: the new index, then the fence */
 	old_expr = stream_catalog_text("SELECT slot_expr FROM stream_seq.consumer "
@@ -489,14 +654,20 @@ stream_seq_resize_group(PG_FUNCTION_ARGS)
 								   2, argtypes, values);
 	if (old_expr == NULL)
 		elog(ERROR, "group \"%s\" has no slot expression", consumer);
-	index = new_slot_index(relid, consumer, old_expr, current, slots);
 
+	/*
+	 * The slot rows first, waiting for workers' uncommitted advances while
+	 * no lock on the table is held; then the index, whose build keeps
+	 * writers out only while it runs.
+	 */
 	n = stream_catalog_rows("UPDATE stream_seq.consumer_slot SET token = token + 1 "
 							"WHERE stream = $1 AND consumer = $2 AND slot IN ("
 							"  SELECT slot FROM stream_seq.consumer_slot "
 							"   WHERE stream = $1 AND consumer = $2 ORDER BY slot FOR UPDATE) "
 							"RETURNING position",
 							2, argtypes, values, 1, &rows);
+
+	index = new_slot_index(relid, consumer, old_expr, current, slots);
 	fence = stream_statement_horizon(stream_lookup(relid, false)) - 1;
 	for (i = 0; i < n; i++)
 		fence = Max(fence, rows[i]);
@@ -511,5 +682,7 @@ stream_seq_resize_group(PG_FUNCTION_ARGS)
 						"resize_at = pg_catalog.now() "
 						"WHERE stream = $1 AND consumer = $2",
 						5, argtypes, values, NULL, 0, NULL);
-	PG_RETURN_BOOL(try_switch(relid, consumer));
+	done = try_switch(relid, consumer);
+	drop_retired_index(relid, consumer, retired);
+	PG_RETURN_BOOL(done);
 }
