@@ -90,7 +90,7 @@ BEGIN;
 INSERT INTO ev (k, payload) VALUES (:k, 'early');
 SET CONSTRAINTS ALL IMMEDIATE;
 SET CONSTRAINTS ALL DEFERRED;
-SELECT pg_sleep(0.02);
+SELECT pg_sleep(random() * 0.3);
 INSERT INTO ev (k, payload) VALUES (:k, 'late'), (:k, 'late');
 INSERT INTO outbox VALUES (:k);
 COMMIT;
@@ -115,7 +115,7 @@ BEGIN;
 INSERT INTO pv (k, payload) VALUES (:k, 'early');
 SET CONSTRAINTS ALL IMMEDIATE;
 SET CONSTRAINTS ALL DEFERRED;
-SELECT pg_sleep(0.02);
+SELECT pg_sleep(random() * 0.3);
 INSERT INTO pv (k, payload) VALUES (:k, 'late'), (:k, 'late');
 COMMIT;
 \else
