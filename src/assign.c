@@ -114,6 +114,8 @@ typedef struct XactWriter
 	bool		full_index_on_column;	/* an index with no predicate covers
 										 * a column the write sets: never
 										 * heap-only */
+	uint64		checked_at;		/* relcache_changes when the index set
+								 * above was last found current */
 } XactWriter;
 
 /* What table_tuple_update says about index entries for the new version. */
@@ -161,6 +163,21 @@ static ExecutorEnd_hook_type prev_executor_end = NULL;
 static int	constraints_being_set = 0;
 
 static ProcessUtility_hook_type prev_process_utility = NULL;
+
+/*
+ * Relation cache invalidations this backend has processed (any relation):
+ * a writer whose index set was checked at an older count checks it again
+ * before its next write (sync_writer_indexes), and update_heap_only tells
+ * from it whether the table's entry may have been rebuilt under it.
+ */
+static uint64 relcache_changes = 0;
+
+/*
+ * The table update_heap_only is writing, and whether an invalidation of
+ * its relcache entry (or of all) was processed during that write.
+ */
+static Oid	heap_only_relid = InvalidOid;
+static bool heap_only_entry_changed = false;
 
 /*
  * xact_stream_get
@@ -455,31 +472,19 @@ index_is_summarizing(IndexInfo *info)
 }
 
 /*
- * open_writer
- *		Executor state for writing numbers into rows, made once per
- *		transaction and stream and closed in the pre-commit callback.  Its
- *		relation, index and tuple descriptor references belong to the top
- *		transaction: under SET CONSTRAINTS ... IMMEDIATE the trigger fires
- *		inside a statement or subtransaction that ends before the writer is
- *		closed.  Notes which indexes cover the stream column: the others
- *		get a new entry with the key they already have (see
- *		insert_index_entries).
+ * open_writer_indexes
+ *		Open the table's indexes for the writer, as the executor does for a
+ *		query (the relation's index list, each index's IndexInfo with its
+ *		readiness for inserts), and note which of them cover a column the
+ *		write sets: the others get a new entry with the key they already
+ *		have (see insert_index_entries).  Runs in TopTransactionContext
+ *		under the top transaction's resource owner (open_writer).
  */
 static void
-open_writer(XactWriter *w, Relation trigrel)
+open_writer_indexes(XactWriter *w)
 {
-	MemoryContext oldcxt = MemoryContextSwitchTo(TopTransactionContext);
-	ResourceOwner oldowner = CurrentResourceOwner;
-	Relation	rel;
 	int			i;
 
-	CurrentResourceOwner = TopTransactionResourceOwner;
-	rel = table_open(RelationGetRelid(trigrel), RowExclusiveLock);
-
-	w->estate = CreateExecutorState();
-	w->estate->es_output_cid = GetCurrentCommandId(true);
-	w->rri = makeNode(ResultRelInfo);
-	InitResultRelInfo(w->rri, rel, 1, NULL, 0);
 	ExecOpenIndices(w->rri, false);
 	w->key_changes = palloc0(sizeof(bool) * Max(w->rri->ri_NumIndices, 1));
 	w->predicates = palloc0(sizeof(ExprState *) * Max(w->rri->ri_NumIndices, 1));
@@ -495,9 +500,118 @@ open_writer(XactWriter *w, Relation trigrel)
 			info->ii_ReadyForInserts && !index_is_summarizing(info))
 			w->full_index_on_column = true;
 	}
+	w->checked_at = relcache_changes;
+}
+
+/*
+ * open_writer
+ *		Executor state for writing numbers into rows, made once per
+ *		transaction and stream and closed in the pre-commit callback.  Its
+ *		relation, index and tuple descriptor references belong to the top
+ *		transaction: under SET CONSTRAINTS ... IMMEDIATE the trigger fires
+ *		inside a statement or subtransaction that ends before the writer is
+ *		closed.  The index part is checked against the relation before
+ *		every write (sync_writer_indexes).
+ */
+static void
+open_writer(XactWriter *w, Relation trigrel)
+{
+	MemoryContext oldcxt = MemoryContextSwitchTo(TopTransactionContext);
+	ResourceOwner oldowner = CurrentResourceOwner;
+	Relation	rel;
+
+	CurrentResourceOwner = TopTransactionResourceOwner;
+	rel = table_open(RelationGetRelid(trigrel), RowExclusiveLock);
+
+	w->estate = CreateExecutorState();
+	w->estate->es_output_cid = GetCurrentCommandId(true);
+	w->rri = makeNode(ResultRelInfo);
+	InitResultRelInfo(w->rri, rel, 1, NULL, 0);
+	open_writer_indexes(w);
 	w->newslot = MakeSingleTupleTableSlot(RelationGetDescr(rel),
 										   &TTSOpsVirtual);
 	w->fetchslot = table_slot_create(rel, NULL);
+	CurrentResourceOwner = oldowner;
+	MemoryContextSwitchTo(oldcxt);
+}
+
+/*
+ * writer_indexes_current
+ *		Whether the writer's indexes are still the relation's: the same
+ *		index list (RelationGetIndexList leaves out an index DROP INDEX
+ *		CONCURRENTLY has marked dead) and, for each index, the same
+ *		readiness for inserts as its relcache entry says now (index_open
+ *		revalidates an entry an invalidation has marked).  indisvalid
+ *		decides nothing here: an index that is ready but not valid yet (or
+ *		no longer) takes inserts all the same.
+ */
+static bool
+writer_indexes_current(XactWriter *w, Relation rel)
+{
+	List	   *now = RelationGetIndexList(rel);
+	bool		current = list_length(now) == w->rri->ri_NumIndices;
+	ListCell   *lc;
+	int			i = 0;
+
+	foreach(lc, now)
+	{
+		Relation	index;
+
+		if (!current)
+			break;
+		if (lfirst_oid(lc) != RelationGetRelid(w->rri->ri_IndexRelationDescs[i]))
+		{
+			current = false;
+			break;
+		}
+		/* the writer holds its lock since ExecOpenIndices */
+		index = index_open(lfirst_oid(lc), NoLock);
+		current = index->rd_index->indisready ==
+			w->rri->ri_IndexRelationInfo[i]->ii_ReadyForInserts;
+		index_close(index, NoLock);
+		i++;
+	}
+	list_free(now);
+	return current;
+}
+
+/*
+ * sync_writer_indexes
+ *		Before a write: make the writer's indexes the relation's as they
+ *		are now, under the lock the writer holds.  A writer lives for the
+ *		whole transaction, and CREATE INDEX CONCURRENTLY, REINDEX
+ *		CONCURRENTLY and DROP INDEX CONCURRENTLY wait only for the lock
+ *		holders they see at each of their waits: an index can become ready
+ *		for inserts (and the transaction's own later statements put the
+ *		rows they insert into it, the stream column still null) or stop
+ *		being ready after the writer was opened.  The heap-only decision,
+ *		the test for an index without a predicate on the column and the
+ *		entries to add must be made from what the executor would see now.
+ *		Nothing can have changed unless this backend processed a relcache
+ *		invalidation since the last check, so most writes cost one
+ *		comparison; when one was, the index list and readiness are
+ *		compared and the index part reopened only if they differ.
+ */
+static void
+sync_writer_indexes(XactWriter *w, Relation rel)
+{
+	MemoryContext oldcxt;
+	ResourceOwner oldowner;
+
+	if (w->checked_at == relcache_changes)
+		return;
+	if (writer_indexes_current(w, rel))
+	{
+		w->checked_at = relcache_changes;
+		return;
+	}
+	oldcxt = MemoryContextSwitchTo(TopTransactionContext);
+	oldowner = CurrentResourceOwner;
+	CurrentResourceOwner = TopTransactionResourceOwner;
+	ExecCloseIndices(w->rri);
+	pfree(w->key_changes);
+	pfree(w->predicates);		/* their ExprStates go with the estate */
+	open_writer_indexes(w);
 	CurrentResourceOwner = oldowner;
 	MemoryContextSwitchTo(oldcxt);
 }
@@ -765,7 +879,13 @@ may_be_heap_only(XactWriter *w, TupleTableSlot *row)
  *		its start, before anything can process an invalidation), so the
  *		entry's bitmap is swapped for this call and put back afterwards,
  *		also on error.  If the entry was rebuilt meanwhile, the rebuild has
- *		freed our bitmap and the new one is left alone.
+ *		freed our bitmap and the new one is left alone, and the saved one,
+ *		which the entry no longer points at, is freed here.  Whether the
+ *		entry may have been rebuilt is told by an invalidation of it
+ *		processed during the call (count_relcache_change), not by the
+ *		pointer: a bitmap computed after a rebuild may be allocated at the
+ *		address ours had; so in that case the bitmap is dropped, whichever
+ *		it is, and the relcache computes it again.
  */
 static TM_Result
 update_heap_only(XactWriter *w, Relation rel, ItemPointer tid,
@@ -801,6 +921,8 @@ update_heap_only(XactWriter *w, Relation rel, ItemPointer tid,
 		narrowed = bms_del_member(narrowed,
 								  w->time_attnum - FirstLowInvalidHeapAttributeNumber);
 	*cached = narrowed;
+	heap_only_relid = RelationGetRelid(rel);
+	heap_only_entry_changed = false;
 	PG_TRY();
 	{
 		result = table_tuple_update(rel, tid, w->newslot,
@@ -810,10 +932,29 @@ update_heap_only(XactWriter *w, Relation rel, ItemPointer tid,
 	}
 	PG_FINALLY();
 	{
-		if (*cached == narrowed)
+		heap_only_relid = InvalidOid;
+		if (!heap_only_entry_changed)
 		{
+			Assert(*cached == narrowed);
 			*cached = saved;
 			bms_free(narrowed);
+		}
+		else
+		{
+			/*
+			 * The entry may have been rebuilt (freeing our bitmap) and a new
+			 * bitmap computed, perhaps at the same address.  Either way
+			 * what it points at is dropped and recomputed on next use.
+			 */
+			if (*cached == narrowed)
+			{
+				bms_free(*cached);
+				*cached = NULL;
+#if PG_VERSION_NUM >= 160000
+				rel->rd_attrsvalid = false;
+#endif
+			}
+			bms_free(saved);	/* no longer the entry's: ours to free */
 		}
 	}
 	PG_END_TRY();
@@ -862,6 +1003,7 @@ number_version(XactWriter *w, Relation rel, TupleTableSlot *row,
 		HeapTupleHeaderGetCmin(htup->t_data) >= GetCurrentCommandId(false))
 		CommandCounterIncrement();
 
+	sync_writer_indexes(w, rel);
 	try_heap_only = as_inserted && may_be_heap_only(w, row);
 
 	ExecClearTuple(w->newslot);
@@ -1218,6 +1360,20 @@ stream_subxact_callback(SubXactEvent event, SubTransactionId mySubid,
 }
 
 /*
+ * count_relcache_change
+ *		Relcache callback: count every invalidation processed (see
+ *		relcache_changes).  Must not fail or access catalogs.
+ */
+static void
+count_relcache_change(Datum arg, Oid relid)
+{
+	relcache_changes++;
+	if (OidIsValid(heap_only_relid) &&
+		(relid == InvalidOid || relid == heap_only_relid))
+		heap_only_entry_changed = true;
+}
+
+/*
  * stream_assign_init
  *		Register the callbacks, the executor hooks and the utility hook
  *		(from _PG_init).
@@ -1227,6 +1383,7 @@ stream_assign_init(void)
 {
 	RegisterXactCallback(stream_xact_callback, NULL);
 	RegisterSubXactCallback(stream_subxact_callback, NULL);
+	CacheRegisterRelcacheCallback(count_relcache_change, (Datum) 0);
 	prev_executor_start = ExecutorStart_hook;
 	ExecutorStart_hook = count_executor_start;
 	prev_executor_end = ExecutorEnd_hook;
