@@ -96,6 +96,22 @@ INSERT INTO w (id, payload, ref) VALUES (70, 'fails at commit', 42);
 INSERT INTO w (id, payload) VALUES (71, 'after the failure');
 SELECT seq > :head_before AS above_all FROM w WHERE id = 71;
 SELECT count(*) FROM w WHERE id = 70;
+-- a deferred foreign key is checked against the version that commits,
+-- also for a row its transaction updated before commit (the commit-time
+-- write supersedes the version the update queued its check for)
+INSERT INTO w_fk_target VALUES (1);
+BEGIN;
+INSERT INTO w (id, payload, ref) VALUES (72, 'updated to a missing key', 1);
+UPDATE w SET ref = 999 WHERE id = 72;
+COMMIT;
+\echo :LAST_ERROR_SQLSTATE
+SELECT count(*) FROM w WHERE id = 72;
+BEGIN;
+INSERT INTO w (id, payload, ref) VALUES (73, 'updated to a key that exists', 999);
+UPDATE w SET ref = 1 WHERE id = 73;
+UPDATE w SET payload = 'updated twice' WHERE id = 73;
+COMMIT;
+SELECT payload, ref, seq IS NOT NULL AS numbered FROM w WHERE id = 73;
 
 -- several stream tables in one transaction
 CREATE TABLE w2 (payload text);

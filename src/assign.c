@@ -61,6 +61,7 @@
 #include "miscadmin.h"
 #include "utils/acl.h"
 #include "utils/builtins.h"
+#include "utils/fmgroids.h"
 #include "utils/hsearch.h"
 #include "utils/inval.h"
 #include "utils/lsyscache.h"
@@ -920,6 +921,77 @@ number_version(XactWriter *w, Relation rel, TupleTableSlot *row,
 }
 
 /*
+ * check_foreign_keys
+ *		Check the foreign keys of the table (PostgreSQL's check triggers on
+ *		the referencing side) against the live version of a row that its
+ *		transaction updated before commit, once its number is written
+ *		("tid" is the version the number was written over).
+ *
+ *		The update queued a check of the version it made, after this
+ *		trigger's event (events fire in the order they were queued), and
+ *		the check of the inserted version fired before it; a deferred
+ *		check skips a version that is no longer live, expecting the update
+ *		that superseded it to have queued a check of its own.  The
+ *		commit-time write supersedes the updated version without queueing
+ *		one (it fires no triggers), so without this the row would commit
+ *		unchecked, with whatever its update put in the referencing columns.
+ *		An immediate constraint was checked at the end of the update; this
+ *		checks it once more, on a path (a row updated before commit) that
+ *		takes an ordinary update anyway.
+ */
+static void
+check_foreign_keys(XactWriter *w, Relation rel, ItemPointer tid)
+{
+	TriggerDesc *trigdesc = rel->trigdesc;
+	ItemPointerData live = *tid;
+	TableScanDesc scan;
+	HeapTuple	tuple;
+	int			i;
+
+	if (trigdesc == NULL)
+		return;
+	for (i = 0; i < trigdesc->numtriggers; i++)
+	{
+		if (trigdesc->triggers[i].tgfoid == F_RI_FKEY_CHECK_INS)
+			break;
+	}
+	if (i == trigdesc->numtriggers)
+		return;
+
+	scan = table_beginscan_tid(rel, SnapshotSelf);
+	table_tuple_get_latest_tid(scan, &live);
+	table_endscan(scan);
+	if (!table_tuple_fetch_row_version(rel, &live, SnapshotSelf, w->fetchslot))
+		return;
+	tuple = ExecFetchSlotHeapTuple(w->fetchslot, false, NULL);
+
+	for (i = 0; i < trigdesc->numtriggers; i++)
+	{
+		Trigger    *trigger = &trigdesc->triggers[i];
+		TriggerData td;
+		FmgrInfo	flinfo;
+		LOCAL_FCINFO(fcinfo, 0);
+
+		if (trigger->tgfoid != F_RI_FKEY_CHECK_INS ||
+			trigger->tgenabled == TRIGGER_DISABLED ||
+			trigger->tgenabled == (SessionReplicationRole == SESSION_REPLICATION_ROLE_REPLICA ?
+								   TRIGGER_FIRES_ON_ORIGIN : TRIGGER_FIRES_ON_REPLICA))
+			continue;
+		memset(&td, 0, sizeof(td));
+		td.type = T_TriggerData;
+		td.tg_event = TRIGGER_EVENT_INSERT | TRIGGER_EVENT_ROW;
+		td.tg_relation = rel;
+		td.tg_trigtuple = tuple;
+		td.tg_trigslot = w->fetchslot;
+		td.tg_trigger = trigger;
+		fmgr_info(trigger->tgfoid, &flinfo);
+		InitFunctionCallInfoData(*fcinfo, &flinfo, 0, InvalidOid,
+								 (Node *) &td, NULL);
+		(void) FunctionCallInvoke(fcinfo);
+	}
+}
+
+/*
  * stream_seq_assign_trigger
  *		Deferred AFTER INSERT constraint trigger: write the row's number.
  *		Runs in the commit's deferred-trigger loop (or at statement end
@@ -969,6 +1041,8 @@ stream_seq_assign_trigger(PG_FUNCTION_ARGS)
 
 		number_version(w, rel, row, &tid, number, numbered_at,
 					   as_inserted && !inserted_frozen(trigdata->tg_trigtuple));
+		if (!as_inserted)
+			check_foreign_keys(w, rel, &tid);
 	}
 	ExecClearTuple(w->fetchslot);	/* drop its buffer pin now */
 	return PointerGetDatum(NULL);
