@@ -47,6 +47,25 @@ COPY w (id, payload, seq) FROM STDIN;
 41	copied	5000
 \.
 \echo :LAST_ERROR_SQLSTATE
+-- writing back the number a row has writes nothing (as an ORM saves
+-- every column of a row it loaded); a BEFORE UPDATE trigger of the table
+-- that changes the number is refused, on an UPDATE of other columns and
+-- when it fires after the guard (triggers fire in the order of their names)
+SELECT seq AS seq_of_1 FROM w WHERE id = 1 \gset
+UPDATE w SET seq = seq, payload = payload WHERE id = 1;
+SELECT seq = :seq_of_1 AS same_number FROM w WHERE id = 1;
+CREATE FUNCTION w_renumber() RETURNS trigger LANGUAGE plpgsql
+  AS $$ BEGIN NEW.seq := NEW.seq + 1000; RETURN NEW; END $$;
+CREATE TRIGGER a_renumber BEFORE UPDATE ON w
+  FOR EACH ROW EXECUTE FUNCTION w_renumber();
+UPDATE w SET payload = 'renumbered by a trigger' WHERE id = 1;
+\echo :LAST_ERROR_SQLSTATE
+ALTER TRIGGER a_renumber ON w RENAME TO z_renumber;
+UPDATE w SET seq = seq WHERE id = 1;
+\echo :LAST_ERROR_SQLSTATE
+DROP TRIGGER z_renumber ON w;
+DROP FUNCTION w_renumber();
+SELECT payload, seq = :seq_of_1 AS same_number FROM w WHERE id = 1;
 -- updating other columns keeps the number
 UPDATE w SET payload = 'updated' WHERE id = 2;
 SELECT id, payload, seq FROM w WHERE id = 2;

@@ -75,6 +75,7 @@
 #include "stream_seq.h"
 
 PG_FUNCTION_INFO_V1(stream_seq_guard_trigger);
+PG_FUNCTION_INFO_V1(stream_seq_guard_update_trigger);
 PG_FUNCTION_INFO_V1(stream_seq_assign_trigger);
 
 
@@ -278,10 +279,89 @@ report_late_row(const char *relname)
 }
 
 /*
+ * column_changed
+ *		Whether column "attnum" differs between two versions of a row (a
+ *		bigint or timestamptz: compared as passed by value).
+ */
+static bool
+column_changed(Relation rel, HeapTuple oldtuple, HeapTuple newtuple,
+			   AttrNumber attnum)
+{
+	bool		oldnull;
+	bool		newnull;
+	Datum		oldvalue = heap_getattr(oldtuple, attnum, RelationGetDescr(rel), &oldnull);
+	Datum		newvalue = heap_getattr(newtuple, attnum, RelationGetDescr(rel), &newnull);
+
+	if (oldnull || newnull)
+		return oldnull != newnull;
+	return DatumGetInt64(oldvalue) != DatumGetInt64(newvalue);
+}
+
+/*
+ * number_or_time_changed
+ *		Whether an UPDATE changes the number or the time of a row: writing
+ *		back the value a row has (as ORMs write back every column of a row
+ *		they loaded) writes nothing.
+ */
+static bool
+number_or_time_changed(Relation rel, StreamTarget *target,
+					   HeapTuple oldtuple, HeapTuple newtuple)
+{
+	return column_changed(rel, oldtuple, newtuple, target->seq_attnum) ||
+		(target->time_attnum != InvalidAttrNumber &&
+		 column_changed(rel, oldtuple, newtuple, target->time_attnum));
+}
+
+/*
+ * stream_seq_guard_update_trigger
+ *		AFTER UPDATE, for the rows whose number or time an UPDATE changed
+ *		(the trigger's WHEN says which): refuse it.  The guard trigger
+ *		fires BEFORE UPDATE OF the columns, so it misses an UPDATE of other
+ *		columns, and a BEFORE trigger that fires after it (they fire in the
+ *		order of their names) can still change the row; an AFTER trigger
+ *		sees the version the UPDATE stored, whatever changed it.  The
+ *		commit-time write fires no trigger.
+ */
+Datum
+stream_seq_guard_update_trigger(PG_FUNCTION_ARGS)
+{
+	TriggerData *trigdata = (TriggerData *) fcinfo->context;
+	Relation	rel;
+	StreamTarget *target;
+
+	if (!CALLED_AS_TRIGGER(fcinfo) ||
+		!TRIGGER_FIRED_AFTER(trigdata->tg_event) ||
+		!TRIGGER_FIRED_FOR_ROW(trigdata->tg_event) ||
+		!TRIGGER_FIRED_BY_UPDATE(trigdata->tg_event))
+		ereport(ERROR,
+				(errcode(ERRCODE_E_R_I_E_TRIGGER_PROTOCOL_VIOLATED),
+				 errmsg("stream_seq.guard_update_trigger() must be fired AFTER UPDATE ... FOR EACH ROW")));
+
+	rel = trigdata->tg_relation;
+	target = stream_lookup_target(rel);
+	if (!number_or_time_changed(rel, target, trigdata->tg_trigtuple,
+								trigdata->tg_newtuple))
+		return PointerGetDatum(NULL);
+	ereport(ERROR,
+			(errcode(ERRCODE_GENERATED_ALWAYS),
+			 errmsg("cannot change column \"%s\"%s%s%s of stream table \"%s\" by an UPDATE",
+					get_attname(RelationGetRelid(rel), target->seq_attnum, false),
+					target->time_attnum != InvalidAttrNumber ? " or \"" : "",
+					target->time_attnum != InvalidAttrNumber ?
+					get_attname(RelationGetRelid(rel), target->time_attnum, false) : "",
+					target->time_attnum != InvalidAttrNumber ? "\"" : "",
+					get_rel_name(target->stream)),
+			 errdetail("The UPDATE, or a BEFORE UPDATE trigger of the table, changed them; stream numbers and their times are written by stream_seq when the inserting transaction commits.")));
+	PG_RETURN_NULL();			/* not reached */
+}
+
+/*
  * stream_seq_guard_trigger
  *		BEFORE INSERT / BEFORE UPDATE OF column: the number is written only
- *		by stream_seq.  Counts inserted rows so that the commit-time
- *		reservation is made in one step.
+ *		by stream_seq (an UPDATE may write back the value a row has; the
+ *		guard_update trigger checks the row the UPDATE stores).  Counts
+ *		inserted rows so that the commit-time reservation is made in one
+ *		step.
  */
 Datum
 stream_seq_guard_trigger(PG_FUNCTION_ARGS)
@@ -302,6 +382,12 @@ stream_seq_guard_trigger(PG_FUNCTION_ARGS)
 	rel = trigdata->tg_relation;
 	target = stream_lookup_target(rel);
 	ref = stream_lookup(target->stream, false);
+
+	/* an UPDATE that names the columns but leaves them as they were */
+	if (TRIGGER_FIRED_BY_UPDATE(trigdata->tg_event) &&
+		!number_or_time_changed(rel, target, trigdata->tg_trigtuple,
+								trigdata->tg_newtuple))
+		return PointerGetDatum(trigdata->tg_newtuple);
 
 	if (TRIGGER_FIRED_BY_UPDATE(trigdata->tg_event) &&
 		target->time_attnum != InvalidAttrNumber)
