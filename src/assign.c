@@ -414,6 +414,14 @@ stream_seq_guard_trigger(PG_FUNCTION_ARGS)
 	 * row's partition key arrives: PostgreSQL moves the row by inserting
 	 * it, number and all, into its new partition.  Nothing here tells the
 	 * two apart, so the message covers both and names the stream.
+	 *
+	 * Nor a restore: a one-step pg_restore -j may create the stream's
+	 * triggers on the partitioned table (cloned onto the partitions)
+	 * before a partition's rows are loaded, since pg_dump makes a trigger
+	 * depend on its own table's data only, and the rows then arrive here
+	 * with their numbers.  Letting a COPY with numbers through would let
+	 * anyone write numbers by hand; the restore is done in two steps
+	 * instead (doc/operations.md, "Dump and restore").
 	 */
 	if (rel->rd_rel->relispartition &&
 		!heap_attisnull(trigdata->tg_trigtuple, target->seq_attnum,
