@@ -47,6 +47,18 @@ UPDATE tev SET committed_at = now() WHERE id = 1;
 \echo :LAST_ERROR_SQLSTATE
 UPDATE tev SET payload = 'changed' WHERE id = 1;
 SELECT payload, committed_at IS NOT NULL AS kept FROM tev WHERE id = 1;
+-- nor by a BEFORE UPDATE trigger of the table on an UPDATE of other
+-- columns; writing back the time a row has writes nothing
+CREATE FUNCTION tev_retime() RETURNS trigger LANGUAGE plpgsql
+  AS $$ BEGIN NEW.committed_at := NEW.committed_at + interval '1 day'; RETURN NEW; END $$;
+CREATE TRIGGER tev_retime BEFORE UPDATE ON tev
+  FOR EACH ROW EXECUTE FUNCTION tev_retime();
+UPDATE tev SET payload = 'retimed by a trigger' WHERE id = 1;
+\echo :LAST_ERROR_SQLSTATE
+DROP TRIGGER tev_retime ON tev;
+DROP FUNCTION tev_retime();
+UPDATE tev SET committed_at = committed_at, seq = seq WHERE id = 1;
+SELECT payload FROM tev WHERE id = 1;
 
 -- position_at() against a search of every row: for each row's time, a
 -- microsecond either side, and the ends

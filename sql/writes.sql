@@ -47,6 +47,25 @@ COPY w (id, payload, seq) FROM STDIN;
 41	copied	5000
 \.
 \echo :LAST_ERROR_SQLSTATE
+-- writing back the number a row has writes nothing (as an ORM saves
+-- every column of a row it loaded); a BEFORE UPDATE trigger of the table
+-- that changes the number is refused, on an UPDATE of other columns and
+-- when it fires after the guard (triggers fire in the order of their names)
+SELECT seq AS seq_of_1 FROM w WHERE id = 1 \gset
+UPDATE w SET seq = seq, payload = payload WHERE id = 1;
+SELECT seq = :seq_of_1 AS same_number FROM w WHERE id = 1;
+CREATE FUNCTION w_renumber() RETURNS trigger LANGUAGE plpgsql
+  AS $$ BEGIN NEW.seq := NEW.seq + 1000; RETURN NEW; END $$;
+CREATE TRIGGER a_renumber BEFORE UPDATE ON w
+  FOR EACH ROW EXECUTE FUNCTION w_renumber();
+UPDATE w SET payload = 'renumbered by a trigger' WHERE id = 1;
+\echo :LAST_ERROR_SQLSTATE
+ALTER TRIGGER a_renumber ON w RENAME TO z_renumber;
+UPDATE w SET seq = seq WHERE id = 1;
+\echo :LAST_ERROR_SQLSTATE
+DROP TRIGGER z_renumber ON w;
+DROP FUNCTION w_renumber();
+SELECT payload, seq = :seq_of_1 AS same_number FROM w WHERE id = 1;
 -- updating other columns keeps the number
 UPDATE w SET payload = 'updated' WHERE id = 2;
 SELECT id, payload, seq FROM w WHERE id = 2;
@@ -96,6 +115,22 @@ INSERT INTO w (id, payload, ref) VALUES (70, 'fails at commit', 42);
 INSERT INTO w (id, payload) VALUES (71, 'after the failure');
 SELECT seq > :head_before AS above_all FROM w WHERE id = 71;
 SELECT count(*) FROM w WHERE id = 70;
+-- a deferred foreign key is checked against the version that commits,
+-- also for a row its transaction updated before commit (the commit-time
+-- write supersedes the version the update queued its check for)
+INSERT INTO w_fk_target VALUES (1);
+BEGIN;
+INSERT INTO w (id, payload, ref) VALUES (72, 'updated to a missing key', 1);
+UPDATE w SET ref = 999 WHERE id = 72;
+COMMIT;
+\echo :LAST_ERROR_SQLSTATE
+SELECT count(*) FROM w WHERE id = 72;
+BEGIN;
+INSERT INTO w (id, payload, ref) VALUES (73, 'updated to a key that exists', 999);
+UPDATE w SET ref = 1 WHERE id = 73;
+UPDATE w SET payload = 'updated twice' WHERE id = 73;
+COMMIT;
+SELECT payload, ref, seq IS NOT NULL AS numbered FROM w WHERE id = 73;
 
 -- several stream tables in one transaction
 CREATE TABLE w2 (payload text);

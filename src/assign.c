@@ -61,6 +61,7 @@
 #include "miscadmin.h"
 #include "utils/acl.h"
 #include "utils/builtins.h"
+#include "utils/fmgroids.h"
 #include "utils/hsearch.h"
 #include "utils/inval.h"
 #include "utils/lsyscache.h"
@@ -74,6 +75,7 @@
 #include "stream_seq.h"
 
 PG_FUNCTION_INFO_V1(stream_seq_guard_trigger);
+PG_FUNCTION_INFO_V1(stream_seq_guard_update_trigger);
 PG_FUNCTION_INFO_V1(stream_seq_assign_trigger);
 
 
@@ -294,10 +296,89 @@ report_late_row(const char *relname)
 }
 
 /*
+ * column_changed
+ *		Whether column "attnum" differs between two versions of a row (a
+ *		bigint or timestamptz: compared as passed by value).
+ */
+static bool
+column_changed(Relation rel, HeapTuple oldtuple, HeapTuple newtuple,
+			   AttrNumber attnum)
+{
+	bool		oldnull;
+	bool		newnull;
+	Datum		oldvalue = heap_getattr(oldtuple, attnum, RelationGetDescr(rel), &oldnull);
+	Datum		newvalue = heap_getattr(newtuple, attnum, RelationGetDescr(rel), &newnull);
+
+	if (oldnull || newnull)
+		return oldnull != newnull;
+	return DatumGetInt64(oldvalue) != DatumGetInt64(newvalue);
+}
+
+/*
+ * number_or_time_changed
+ *		Whether an UPDATE changes the number or the time of a row: writing
+ *		back the value a row has (as ORMs write back every column of a row
+ *		they loaded) writes nothing.
+ */
+static bool
+number_or_time_changed(Relation rel, StreamTarget *target,
+					   HeapTuple oldtuple, HeapTuple newtuple)
+{
+	return column_changed(rel, oldtuple, newtuple, target->seq_attnum) ||
+		(target->time_attnum != InvalidAttrNumber &&
+		 column_changed(rel, oldtuple, newtuple, target->time_attnum));
+}
+
+/*
+ * stream_seq_guard_update_trigger
+ *		AFTER UPDATE, for the rows whose number or time an UPDATE changed
+ *		(the trigger's WHEN says which): refuse it.  The guard trigger
+ *		fires BEFORE UPDATE OF the columns, so it misses an UPDATE of other
+ *		columns, and a BEFORE trigger that fires after it (they fire in the
+ *		order of their names) can still change the row; an AFTER trigger
+ *		sees the version the UPDATE stored, whatever changed it.  The
+ *		commit-time write fires no trigger.
+ */
+Datum
+stream_seq_guard_update_trigger(PG_FUNCTION_ARGS)
+{
+	TriggerData *trigdata = (TriggerData *) fcinfo->context;
+	Relation	rel;
+	StreamTarget *target;
+
+	if (!CALLED_AS_TRIGGER(fcinfo) ||
+		!TRIGGER_FIRED_AFTER(trigdata->tg_event) ||
+		!TRIGGER_FIRED_FOR_ROW(trigdata->tg_event) ||
+		!TRIGGER_FIRED_BY_UPDATE(trigdata->tg_event))
+		ereport(ERROR,
+				(errcode(ERRCODE_E_R_I_E_TRIGGER_PROTOCOL_VIOLATED),
+				 errmsg("stream_seq.guard_update_trigger() must be fired AFTER UPDATE ... FOR EACH ROW")));
+
+	rel = trigdata->tg_relation;
+	target = stream_lookup_target(rel);
+	if (!number_or_time_changed(rel, target, trigdata->tg_trigtuple,
+								trigdata->tg_newtuple))
+		return PointerGetDatum(NULL);
+	ereport(ERROR,
+			(errcode(ERRCODE_GENERATED_ALWAYS),
+			 errmsg("cannot change column \"%s\"%s%s%s of stream table \"%s\" by an UPDATE",
+					get_attname(RelationGetRelid(rel), target->seq_attnum, false),
+					target->time_attnum != InvalidAttrNumber ? " or \"" : "",
+					target->time_attnum != InvalidAttrNumber ?
+					get_attname(RelationGetRelid(rel), target->time_attnum, false) : "",
+					target->time_attnum != InvalidAttrNumber ? "\"" : "",
+					get_rel_name(target->stream)),
+			 errdetail("The UPDATE, or a BEFORE UPDATE trigger of the table, changed them; stream numbers and their times are written by stream_seq when the inserting transaction commits.")));
+	PG_RETURN_NULL();			/* not reached */
+}
+
+/*
  * stream_seq_guard_trigger
  *		BEFORE INSERT / BEFORE UPDATE OF column: the number is written only
- *		by stream_seq.  Counts inserted rows so that the commit-time
- *		reservation is made in one step.
+ *		by stream_seq (an UPDATE may write back the value a row has; the
+ *		guard_update trigger checks the row the UPDATE stores).  Counts
+ *		inserted rows so that the commit-time reservation is made in one
+ *		step.
  */
 Datum
 stream_seq_guard_trigger(PG_FUNCTION_ARGS)
@@ -318,6 +399,12 @@ stream_seq_guard_trigger(PG_FUNCTION_ARGS)
 	rel = trigdata->tg_relation;
 	target = stream_lookup_target(rel);
 	ref = stream_lookup(target->stream, false);
+
+	/* an UPDATE that names the columns but leaves them as they were */
+	if (TRIGGER_FIRED_BY_UPDATE(trigdata->tg_event) &&
+		!number_or_time_changed(rel, target, trigdata->tg_trigtuple,
+								trigdata->tg_newtuple))
+		return PointerGetDatum(trigdata->tg_newtuple);
 
 	if (TRIGGER_FIRED_BY_UPDATE(trigdata->tg_event) &&
 		target->time_attnum != InvalidAttrNumber)
@@ -344,6 +431,14 @@ stream_seq_guard_trigger(PG_FUNCTION_ARGS)
 	 * row's partition key arrives: PostgreSQL moves the row by inserting
 	 * it, number and all, into its new partition.  Nothing here tells the
 	 * two apart, so the message covers both and names the stream.
+	 *
+	 * Nor a restore: a one-step pg_restore -j may create the stream's
+	 * triggers on the partitioned table (cloned onto the partitions)
+	 * before a partition's rows are loaded, since pg_dump makes a trigger
+	 * depend on its own table's data only, and the rows then arrive here
+	 * with their numbers.  Letting a COPY with numbers through would let
+	 * anyone write numbers by hand; the restore is done in two steps
+	 * instead (doc/operations.md, "Dump and restore").
 	 */
 	if (rel->rd_rel->relispartition &&
 		!heap_attisnull(trigdata->tg_trigtuple, target->seq_attnum,
@@ -1062,6 +1157,77 @@ number_version(XactWriter *w, Relation rel, TupleTableSlot *row,
 }
 
 /*
+ * check_foreign_keys
+ *		Check the foreign keys of the table (PostgreSQL's check triggers on
+ *		the referencing side) against the live version of a row that its
+ *		transaction updated before commit, once its number is written
+ *		("tid" is the version the number was written over).
+ *
+ *		The update queued a check of the version it made, after this
+ *		trigger's event (events fire in the order they were queued), and
+ *		the check of the inserted version fired before it; a deferred
+ *		check skips a version that is no longer live, expecting the update
+ *		that superseded it to have queued a check of its own.  The
+ *		commit-time write supersedes the updated version without queueing
+ *		one (it fires no triggers), so without this the row would commit
+ *		unchecked, with whatever its update put in the referencing columns.
+ *		An immediate constraint was checked at the end of the update; this
+ *		checks it once more, on a path (a row updated before commit) that
+ *		takes an ordinary update anyway.
+ */
+static void
+check_foreign_keys(XactWriter *w, Relation rel, ItemPointer tid)
+{
+	TriggerDesc *trigdesc = rel->trigdesc;
+	ItemPointerData live = *tid;
+	TableScanDesc scan;
+	HeapTuple	tuple;
+	int			i;
+
+	if (trigdesc == NULL)
+		return;
+	for (i = 0; i < trigdesc->numtriggers; i++)
+	{
+		if (trigdesc->triggers[i].tgfoid == F_RI_FKEY_CHECK_INS)
+			break;
+	}
+	if (i == trigdesc->numtriggers)
+		return;
+
+	scan = table_beginscan_tid(rel, SnapshotSelf);
+	table_tuple_get_latest_tid(scan, &live);
+	table_endscan(scan);
+	if (!table_tuple_fetch_row_version(rel, &live, SnapshotSelf, w->fetchslot))
+		return;
+	tuple = ExecFetchSlotHeapTuple(w->fetchslot, false, NULL);
+
+	for (i = 0; i < trigdesc->numtriggers; i++)
+	{
+		Trigger    *trigger = &trigdesc->triggers[i];
+		TriggerData td;
+		FmgrInfo	flinfo;
+		LOCAL_FCINFO(fcinfo, 0);
+
+		if (trigger->tgfoid != F_RI_FKEY_CHECK_INS ||
+			trigger->tgenabled == TRIGGER_DISABLED ||
+			trigger->tgenabled == (SessionReplicationRole == SESSION_REPLICATION_ROLE_REPLICA ?
+								   TRIGGER_FIRES_ON_ORIGIN : TRIGGER_FIRES_ON_REPLICA))
+			continue;
+		memset(&td, 0, sizeof(td));
+		td.type = T_TriggerData;
+		td.tg_event = TRIGGER_EVENT_INSERT | TRIGGER_EVENT_ROW;
+		td.tg_relation = rel;
+		td.tg_trigtuple = tuple;
+		td.tg_trigslot = w->fetchslot;
+		td.tg_trigger = trigger;
+		fmgr_info(trigger->tgfoid, &flinfo);
+		InitFunctionCallInfoData(*fcinfo, &flinfo, 0, InvalidOid,
+								 (Node *) &td, NULL);
+		(void) FunctionCallInvoke(fcinfo);
+	}
+}
+
+/*
  * stream_seq_assign_trigger
  *		Deferred AFTER INSERT constraint trigger: write the row's number.
  *		Runs in the commit's deferred-trigger loop (or at statement end
@@ -1111,6 +1277,8 @@ stream_seq_assign_trigger(PG_FUNCTION_ARGS)
 
 		number_version(w, rel, row, &tid, number, numbered_at,
 					   as_inserted && !inserted_frozen(trigdata->tg_trigtuple));
+		if (!as_inserted)
+			check_foreign_keys(w, rel, &tid);
 	}
 	ExecClearTuple(w->fetchslot);	/* drop its buffer pin now */
 	return PointerGetDatum(NULL);

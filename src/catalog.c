@@ -119,14 +119,14 @@ ensure_cache(void)
  */
 static const char *const trigger_names[] = {
 	"stream_seq_guard", "stream_seq_assign", "stream_seq_truncate",
-	"stream_seq_replica"
+	"stream_seq_replica", "stream_seq_guard_update"
 };
 static const char *const trigger_functions[] = {
 	"guard_trigger", "assign_trigger", "truncate_trigger",
-	"replica_trigger"
+	"replica_trigger", "guard_update_trigger"
 };
 
-#define NUM_STREAM_TRIGGERS 4
+#define NUM_STREAM_TRIGGERS 5
 
 /*
  * stream_namespace

@@ -20,8 +20,9 @@
  * ever recorded, which covers numbers whose rows were deleted.
  *
  * shmem.c owns the counter; this file does the catalog and sequence work
- * that it asks for (RESERVE_NEEDS_START, RESERVE_NEEDS_BLOCK) and hands the
- * result back through stream_counter_start and stream_counter_extend.
+ * that it asks for (RESERVE_NEEDS_START, RESERVE_NEEDS_BLOCK,
+ * RESERVE_NEEDS_TIME_FLOOR) and hands the result back through
+ * stream_counter_start, stream_counter_extend and stream_time_floor_newest.
  *
  *-------------------------------------------------------------------------
  */
@@ -186,14 +187,27 @@ stream_start_counter(StreamRef *ref)
 		elog(ERROR, "could not start the counter of stream table \"%s\"",
 			 get_rel_name(ref->relid));
 
-	/*
-	 * Times never go down as numbers go up, also across a restart or a
-	 * promotion whose clock is behind: new times start at the newest row's.
-	 */
 	if (ref->time_attnum != InvalidAttrNumber)
-		(void) stream_time_floor(ref, stream_table_newest_time(ref, GetLatestSnapshot()),
-								 false);
+		stream_raise_time_floor(ref);
 	return start;
+}
+
+/*
+ * stream_raise_time_floor
+ *		Times never go down as numbers go up, also across a restart, a
+ *		crash or a promotion whose clock is behind: raise the stream's time
+ *		floor to its newest row's time, which new times then start at.
+ *		Called once the counter is started, by whichever backend first
+ *		needs a time (stream_reserve hands none out before): the counter
+ *		may have been started by redo (crash recovery, or a standby's
+ *		replay before its promotion), which knows no time.  Every row the
+ *		latest snapshot misses took its time from the floor while this
+ *		server ran, so it is covered already.
+ */
+void
+stream_raise_time_floor(StreamRef *ref)
+{
+	stream_time_floor_newest(ref, stream_table_newest_time(ref, GetLatestSnapshot()));
 }
 
 /*
@@ -272,6 +286,9 @@ stream_take_numbers(StreamRef *ref, int64 count, bool have_entry, int64 *lo,
 				break;
 			case RESERVE_NEEDS_BLOCK:
 				refill_block(ref);
+				break;
+			case RESERVE_NEEDS_TIME_FLOOR:
+				stream_raise_time_floor(ref);
 				break;
 		}
 	}

@@ -819,6 +819,17 @@ stream_seq_enable(PG_FUNCTION_ARGS)
 						   "DEFERRABLE INITIALLY DEFERRED "
 						   "FOR EACH ROW EXECUTE FUNCTION stream_seq.assign_trigger()",
 						   table), 0, NULL, NULL);
+	/* an event only for rows whose number or time an UPDATE changed */
+	if (stream_trigger_function_installed("guard_update_trigger"))
+		stream_caller_exec(psprintf("CREATE TRIGGER stream_seq_guard_update AFTER UPDATE ON %s "
+							   "FOR EACH ROW WHEN (OLD.%s IS DISTINCT FROM NEW.%s%s%s%s%s) "
+							   "EXECUTE FUNCTION stream_seq.guard_update_trigger()",
+							   table, quote_identifier(column), quote_identifier(column),
+							   time_column != NULL ? " OR OLD." : "",
+							   time_column != NULL ? quote_identifier(time_column) : "",
+							   time_column != NULL ? " IS DISTINCT FROM NEW." : "",
+							   time_column != NULL ? quote_identifier(time_column) : ""),
+						   0, NULL, NULL);
 	stream_caller_exec(psprintf("CREATE TRIGGER stream_seq_truncate BEFORE TRUNCATE ON %s "
 						   "FOR EACH STATEMENT EXECUTE FUNCTION stream_seq.truncate_trigger()",
 						   table), 0, NULL, NULL);

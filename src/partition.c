@@ -1072,7 +1072,8 @@ partitions_ending_by(Oid stream, List *parts, TimestampTz present_time)
  *		writing to it (SHARE lock, held to the end of the transaction),
  *		reads its lowest and highest number, records them, and from then
  *		on its guard trigger refuses new rows.  Returns how many partitions
- *		it sealed; "sealed" gets every sealed partition, oldest first.
+ *		it sealed (not those a concurrent transaction sealed first);
+ *		"sealed" gets every sealed partition, oldest first.
  */
 static int
 seal_old_partitions(StreamRef *ref, List **sealed)
@@ -1123,13 +1124,26 @@ seal_old_partitions(StreamRef *ref, List **sealed)
 		if (!found)
 			nulls[2] = nulls[3] = 'n';
 		stream_catalog_hold(ref->relid, NULL);
-		stream_catalog_exec_nulls("INSERT INTO stream_seq.partition_range "
-								  "(partition, stream, lowest, highest) "
-								  "VALUES ($1, $2, $3, $4)",
-								  4, argtypes, values, nulls);
-		CacheInvalidateRelcacheByRelid(part);
+
+		/*
+		 * Another transaction may be sealing the same partition: the SHARE
+		 * locks do not conflict with each other, and it was not sealed
+		 * when looked at.  The insert waits for that transaction; if it
+		 * committed, the partition is sealed (with the same range, as no
+		 * row could arrive meanwhile) and nothing is inserted.  Under
+		 * REPEATABLE READ that seal is invisible, and the insert fails
+		 * with a serialization failure instead.
+		 */
+		if (stream_catalog_exec_nulls("INSERT INTO stream_seq.partition_range "
+									  "(partition, stream, lowest, highest) "
+									  "VALUES ($1, $2, $3, $4) "
+									  "ON CONFLICT (partition) DO NOTHING",
+									  4, argtypes, values, nulls) > 0)
+		{
+			CacheInvalidateRelcacheByRelid(part);
+			count++;
+		}
 		*sealed = lappend_oid(*sealed, part);
-		count++;
 	}
 	CommandCounterIncrement();
 	return count;

@@ -76,6 +76,8 @@ keep_times_rising(Relation rel, HeapTuple tuple, AttrNumber time_attnum,
 	int			column = time_attnum;
 	bool		nulls = false;
 
+	if (!stream_time_floor_known(ref))
+		stream_raise_time_floor(ref);
 	at = stream_time_floor(ref, isnull ? DT_NOBEGIN : DatumGetTimestampTz(value),
 						   isnull);
 	if (!isnull && at == DatumGetTimestampTz(value))

@@ -156,6 +156,8 @@ typedef struct StreamSlot
 	int64		block_end;		/* numbers below this are recorded durably */
 	TimestampTz numbered_at;	/* time given to the last reservation: the
 								 * times of reservations never go down */
+	bool		time_floor_set; /* numbered_at was raised to the table's
+								 * newest time since the counter started */
 
 	/*
 	 * Committed entries that neither the list nor the evicted store could
@@ -391,6 +393,7 @@ reset_slot(StreamSlot *slot, Oid dboid, Oid relid)
 	slot->next = 0;
 	slot->block_end = 0;
 	slot->numbered_at = 0;
+	slot->time_floor_set = false;
 	slot->floor_active = false;
 	slot->floor_may_run = false;
 	slot->nevicted = 0;
@@ -629,6 +632,7 @@ stream_slot_restart(StreamRef *ref)
 	StreamSlot *slot = lock_slot_or_error(ref, LW_EXCLUSIVE);
 
 	slot->started = false;
+	slot->time_floor_set = false;
 	LWLockRelease(slot->lock);
 }
 
@@ -677,6 +681,41 @@ stream_time_floor(StreamRef *ref, TimestampTz at, bool now)
 	slot->numbered_at = at;
 	LWLockRelease(slot->lock);
 	return at;
+}
+
+/*
+ * stream_time_floor_newest
+ *		Raise the stream's time floor to "newest", the time of the table's
+ *		newest row read after the counter started (counter.c), and record
+ *		that it was: until then stream_reserve hands out no time.  A counter
+ *		can be started without counter.c reading the table: redo of the
+ *		stream's WAL records starts it, in crash recovery as on a standby
+ *		that is then promoted, and what redo knows carries no time.
+ */
+void
+stream_time_floor_newest(StreamRef *ref, TimestampTz newest)
+{
+	StreamSlot *slot = lock_slot_or_error(ref, LW_EXCLUSIVE);
+
+	if (newest > slot->numbered_at)
+		slot->numbered_at = newest;
+	slot->time_floor_set = true;
+	LWLockRelease(slot->lock);
+}
+
+/*
+ * stream_time_floor_known
+ *		Whether the stream's time floor was raised to the table's newest
+ *		time since its counter started (stream_time_floor_newest).
+ */
+bool
+stream_time_floor_known(StreamRef *ref)
+{
+	StreamSlot *slot = lock_slot_or_error(ref, LW_SHARED);
+	bool		known = slot->time_floor_set;
+
+	LWLockRelease(slot->lock);
+	return known;
 }
 
 /*
@@ -1068,8 +1107,11 @@ maybe_prune(StreamRef *ref, FullTransactionId next)
  *
  *		*numbered_at gets the reservation's time: the current time, or the
  *		time of the stream's previous reservation if the clock says
- *		earlier, so that times never go down as numbers go up (while the
- *		server runs).  The stream's time column records it (assign.c).
+ *		earlier, so that times never go down as numbers go up.  Before the
+ *		first time after a start, the caller raises that to the table's
+ *		newest time (RESERVE_NEEDS_TIME_FLOOR), so that they do not go down
+ *		across a restart, a crash or a promotion either.  The stream's time
+ *		column records it (assign.c).
  */
 StreamReserveResult
 stream_reserve(StreamRef *ref, int64 count, bool have_entry, int64 *lo,
@@ -1098,6 +1140,11 @@ stream_reserve(StreamRef *ref, int64 count, bool have_entry, int64 *lo,
 	{
 		LWLockRelease(slot->lock);
 		return RESERVE_NEEDS_BLOCK;
+	}
+	if (ref->time_attnum != InvalidAttrNumber && !slot->time_floor_set)
+	{
+		LWLockRelease(slot->lock);
+		return RESERVE_NEEDS_TIME_FLOOR;
 	}
 	if (!have_entry &&
 		!append_entry(slot, xid, slot->next, flushed, now, ENTRY_ASSIGNED))

@@ -104,7 +104,9 @@ typedef enum StreamReserveResult
 {
 	RESERVE_DONE,				/* numbers reserved */
 	RESERVE_NEEDS_START,		/* counter not started since server start */
-	RESERVE_NEEDS_BLOCK			/* recorded block used up */
+	RESERVE_NEEDS_BLOCK,		/* recorded block used up */
+	RESERVE_NEEDS_TIME_FLOOR	/* time floor not yet raised to the
+								 * table's newest time since the start */
 } StreamReserveResult;
 
 /* Identity of a slot in use, for reclaiming slots left behind. */
@@ -226,6 +228,8 @@ extern void stream_slot_restart(StreamRef *ref);
 extern bool stream_counter_at_least(StreamRef *ref, int64 next);
 extern bool stream_counter_start(StreamRef *ref, int64 start);
 extern TimestampTz stream_time_floor(StreamRef *ref, TimestampTz at, bool now);
+extern void stream_time_floor_newest(StreamRef *ref, TimestampTz newest);
+extern bool stream_time_floor_known(StreamRef *ref);
 extern bool stream_counter_read(StreamRef *ref, int64 *next,
 								int64 *block_end);
 extern void stream_counter_extend(StreamRef *ref, int64 block_start,
@@ -304,6 +308,7 @@ extern void stream_run_as_end(int save_nestlevel, Oid save_userid,
 extern void stream_counter_raise(StreamRef *ref, int64 number);
 extern int64 stream_start_counter(StreamRef *ref);
 extern TimestampTz stream_table_newest_time(StreamRef *ref, Snapshot snapshot);
+extern void stream_raise_time_floor(StreamRef *ref);
 extern int64 stream_take_numbers(StreamRef *ref, int64 count, bool have_entry,
 								 int64 *lo, TimestampTz *numbered_at);
 extern int64 stream_recorded_end(Oid head_seq, int64 interval);

@@ -124,13 +124,41 @@ $node->safe_psql('postgres', q{CREATE DATABASE dst OWNER app});
 $node->command_ok([ 'pg_restore', '-d', 'dst', $dump ],
 	'pg_restore into a new database');
 
+# A one-step pg_restore -j may create the parent's triggers, which
+# PostgreSQL clones onto the partitions, before a partition's rows are
+# loaded: pg_dump makes a trigger depend on its own table's data only.
+# That order, replayed in one session from a reordered list: the guard
+# refuses the partition's rows, which come with numbers (428C9: a row
+# arriving in a partition with a number is also what an UPDATE moving a
+# numbered row looks like, and a trigger cannot tell a restore's COPY
+# from any other).  The two-step restore of doc/operations.md keeps every
+# row.
+my ($toc) = run_command([ 'pg_restore', '-l', $dump ]);
+my @toc = split /\n/, $toc;
+my @late = grep { /TABLE DATA public ev_1 / } @toc;
+is(scalar @late, 1, 'the dump lists the rows of partition ev_1');
+my $list = $node->basedir . '/parted_late.list';
+append_to_file($list, join("\n", (grep { !/TABLE DATA public ev_1 / } @toc), @late) . "\n");
+$node->safe_psql('postgres', q{CREATE DATABASE dst_late OWNER app});
+$node->command_fails_like([ 'pg_restore', '-L', $list, '-d', 'dst_late', $dump ],
+	qr/cannot write a number into column "seq" of stream table "ev"/,
+	'a partition\'s rows restored after the triggers are refused');
+$node->safe_psql('postgres', q{CREATE DATABASE dst_two OWNER app});
+$node->command_ok(
+	[ 'pg_restore', '-j', '4', '--section=pre-data', '--section=data', '-d', 'dst_two', $dump ],
+	'two-step restore: tables and rows with -j 4');
+$node->command_ok([ 'pg_restore', '--section=post-data', '-d', 'dst_two', $dump ],
+	'two-step restore: post-data in one session');
+is( $node->safe_psql('dst_two', q{SELECT string_agg(id || ':' || seq, ',' ORDER BY seq) FROM ev}),
+	$rows_src, 'two-step restore: the rows and their numbers');
+
 is( $node->safe_psql('dst', q{SELECT string_agg(id || ':' || seq, ',' ORDER BY seq) FROM ev}),
 	$rows_src, 'restored: the rows and their numbers');
 is( $node->safe_psql('dst', q{
 SELECT string_agg(c.relname || '.' || t.tgname, ',' ORDER BY c.relname, t.tgname)
   FROM pg_trigger t JOIN pg_class c ON c.oid = t.tgrelid
  WHERE t.tgname LIKE 'stream\_seq\_%'}),
-	join(',', map { my $r = $_; map { "$r.stream_seq_$_" } qw(assign guard replica truncate) } qw(ev ev_1 ev_2 ev_3)),
+	join(',', map { my $r = $_; map { "$r.stream_seq_$_" } qw(assign guard guard_update replica truncate) } qw(ev ev_1 ev_2 ev_3)),
 	'restored: the triggers of the parent and of each partition');
 is( $node->safe_psql('dst', q{
 SELECT string_agg(partition::text || ':' || lowest || '-' || highest, ',')
