@@ -116,7 +116,7 @@ SELECT * FROM stream_seq.retired;
 -- nor calls the event trigger functions or names a head sequence by hand
 SELECT stream_seq._on_sql_drop();
 \echo :LAST_ERROR_SQLSTATE
-SELECT setval(head_seq, 1) FROM stream_seq.stream WHERE relid = 'ev'::regclass;
+SELECT setval('stream_seq.ev_seq_head', 1);
 \echo :LAST_ERROR_SQLSTATE
 RESET ROLE;
 SELECT count(*) FROM stream_seq.stream WHERE relid = 'owned_by_admin'::regclass;
