@@ -1203,12 +1203,16 @@ stream_seq_unseal_partition(PG_FUNCTION_ARGS)
 
 	stream_check_not_null(fcinfo, 1, "partition");
 	part = PG_GETARG_OID(0);
+	if (!SearchSysCacheExists1(RELOID, ObjectIdGetDatum(part)))
+		ereport(ERROR,
+				(errcode(ERRCODE_UNDEFINED_TABLE),
+				 errmsg("relation with OID %u does not exist", part)));
 	stream = stream_root_of(part);
 	if (!OidIsValid(stream))
 		ereport(ERROR,
 				(errcode(ERRCODE_WRONG_OBJECT_TYPE),
 				 errmsg("table \"%s\" is not a partition of a stream table",
-						stream_rel_name(part) ? stream_rel_name(part) : "?")));
+						stream_rel_name(part))));
 	aclresult = pg_class_aclcheck(stream, GetUserId(), ACL_DELETE);
 	if (aclresult != ACLCHECK_OK)
 		aclcheck_error(aclresult, OBJECT_TABLE, stream_rel_name(stream));

@@ -657,7 +657,7 @@ run_policy(Oid relid, bool by_worker, TupleDesc tupdesc, bool *found)
 		ereport(WARNING,
 				(errcode(edata->sqlerrcode),
 				 errmsg("retention policy of stream table \"%s\" failed: %s",
-						stream_rel_name(relid) ? stream_rel_name(relid) : "?",
+						stream_rel_name(relid),
 						run.error),
 				 by_worker ?
 				 errcontext("retention worker for database \"%s\"",
