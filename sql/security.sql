@@ -140,6 +140,12 @@ SELECT * FROM stream_seq.page(123456789::oid, 0);
 SELECT stream_seq.position_at(:dropped_oid, now());
 \set VERBOSITY default
 \echo :LAST_ERROR_SQLSTATE
+SELECT stream_seq.create_consumer(123456789::oid, 'c', now());
+\echo :LAST_ERROR_SQLSTATE
+SELECT stream_seq.reset(123456789::oid, 'c', now());
+\echo :LAST_ERROR_SQLSTATE
+SELECT stream_seq.unseal_partition(123456789::oid);
+\echo :LAST_ERROR_SQLSTATE
 SELECT * FROM stream_seq.page('sec_hidden', 0);
 \echo :LAST_ERROR_SQLSTATE
 SELECT * FROM stream_seq.page_rows(NULL::sec_hidden, 0);
