@@ -1150,8 +1150,9 @@ stream_pglogical_installed(void)
  *		that names no relation 42P01, a relation the caller may not read
  *		42501, one that is not a stream 42809 (checked under an ACCESS SHARE
  *		lock, kept, which the caller's query of the table takes anyway);
- *		only then is the row read, as the catalog's owner, with the
- *		caller's snapshot.
+ *		only then is the row read (without a privilege check of the
+ *		catalog table, as the library reads it), with the snapshot of the
+ *		calling statement.
  */
 Datum
 stream_seq_stream_info(PG_FUNCTION_ARGS)
@@ -1160,13 +1161,16 @@ stream_seq_stream_info(PG_FUNCTION_ARGS)
 	TupleDesc	tupdesc;
 	Datum		values[3];
 	bool		nulls[3] = {false, false, false};
-	Oid			argtypes[1] = {OIDOID};
-	Datum		args[1];
 	int64		first = 1;
-	bool		found;
-	char	   *seq_column;
-	char	   *time_column;
-	Oid			time_anum;
+	bool		found = false;
+	char	   *seq_column = NULL;
+	char	   *time_column = NULL;
+	AttrNumber	time_anum;
+	Oid			catalog_relid;
+	Relation	catalog;
+	SysScanDesc scan;
+	ScanKeyData key;
+	HeapTuple	tuple;
 
 	if (PG_ARGISNULL(0))
 		ereport(ERROR,
@@ -1180,27 +1184,50 @@ stream_seq_stream_info(PG_FUNCTION_ARGS)
 	stream_check_select(relid);
 	stream_check_locked(relid, NoLock);
 
-	args[0] = ObjectIdGetDatum(relid);
-	seq_column = stream_catalog_text("SELECT seq_column FROM stream_seq.stream "
-									 "WHERE relid::pg_catalog.oid = $1",
-									 1, argtypes, args);
-	if (seq_column == NULL)
+	/*
+	 * The row, read directly (readers call this on every page: no SPI),
+	 * with the snapshot of the calling statement, as the statement reading
+	 * the table will see it.
+	 */
+	catalog_relid = stream_catalog_relid(false);
+	catalog = table_open(catalog_relid, AccessShareLock);
+	ScanKeyInit(&key, Anum_stream_relid, BTEqualStrategyNumber, F_OIDEQ,
+				ObjectIdGetDatum(relid));
+	scan = systable_beginscan(catalog, InvalidOid, false,
+							  ActiveSnapshotSet() ? GetActiveSnapshot() :
+							  GetTransactionSnapshot(), 1, &key);
+	tuple = systable_getnext(scan);
+	if (HeapTupleIsValid(tuple))
+	{
+		TupleDesc	desc = RelationGetDescr(catalog);
+		bool		isnull;
+		Datum		datum;
+
+		found = true;
+		datum = heap_getattr(tuple, Anum_stream_seq_column, desc, &isnull);
+		seq_column = pstrdup(NameStr(*DatumGetName(datum)));
+		datum = heap_getattr(tuple, Anum_stream_trimmed_before, desc, &isnull);
+		if (!isnull)
+			first = DatumGetInt64(datum);
+		time_anum = get_attnum(catalog_relid, "time_column");
+		if (time_anum != InvalidAttrNumber)
+		{
+			datum = heap_getattr(tuple, time_anum, desc, &isnull);
+			if (!isnull)
+				time_column = pstrdup(NameStr(*DatumGetName(datum)));
+		}
+	}
+	systable_endscan(scan);
+	table_close(catalog, AccessShareLock);
+	if (!found)
 		report_not_stream(relid);
-	time_anum = get_attnum(stream_catalog_relid(false), "time_column");
-	time_column = time_anum == InvalidAttrNumber ? NULL :
-		stream_catalog_text("SELECT time_column FROM stream_seq.stream "
-							"WHERE relid::pg_catalog.oid = $1",
-							1, argtypes, args);
-	stream_catalog_exec("SELECT trimmed_before FROM stream_seq.stream "
-						"WHERE relid::pg_catalog.oid = $1",
-						1, argtypes, args, &first, 1, &found);
 
 	values[0] = DirectFunctionCall1(namein, CStringGetDatum(seq_column));
 	if (time_column == NULL)
 		nulls[1] = true;
 	else
 		values[1] = DirectFunctionCall1(namein, CStringGetDatum(time_column));
-	values[2] = Int64GetDatum(found && first != PG_INT64_MIN ? first : 1);
+	values[2] = Int64GetDatum(first);
 	PG_RETURN_DATUM(HeapTupleGetDatum(heap_form_tuple(BlessTupleDesc(tupdesc),
 													  values, nulls)));
 }
