@@ -236,3 +236,11 @@ REVOKE CREATE ON SCHEMA public FROM stream_other;
 REVOKE USAGE ON SCHEMA stream_seq FROM stream_other;
 DROP ROLE stream_other;
 SELECT count(*) FROM stream_seq.stream;
+-- an empty column name is refused (22023), not a syntax error of the
+-- ALTER TABLE that would add the column
+CREATE TABLE empty_name (id int);
+SELECT stream_seq.enable('empty_name', '');
+\echo :LAST_ERROR_SQLSTATE
+SELECT stream_seq.enable('empty_name', 'seq', '');
+\echo :LAST_ERROR_SQLSTATE
+DROP TABLE empty_name;

@@ -733,6 +733,11 @@ stream_seq_enable(PG_FUNCTION_ARGS)
 	column = NameStr(*PG_GETARG_NAME(1));
 	if (PG_NARGS() > 2 && !PG_ARGISNULL(2))
 		time_column = NameStr(*PG_GETARG_NAME(2));
+	/* an empty name is no column (and no identifier to add one by) */
+	if (column[0] == '\0' || (time_column != NULL && time_column[0] == '\0'))
+		ereport(ERROR,
+				(errcode(ERRCODE_INVALID_PARAMETER_VALUE),
+				 errmsg("column name must not be empty")));
 	stream_check_preloaded();
 
 	check_enable_target(relid);
