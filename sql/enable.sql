@@ -116,7 +116,7 @@ SELECT * FROM stream_seq.retired;
 -- nor calls the event trigger functions or names a head sequence by hand
 SELECT stream_seq._on_sql_drop();
 \echo :LAST_ERROR_SQLSTATE
-SELECT setval(head_seq, 1) FROM stream_seq.stream WHERE relid = 'ev'::regclass;
+SELECT setval('stream_seq.ev_seq_head', 1);
 \echo :LAST_ERROR_SQLSTATE
 RESET ROLE;
 SELECT count(*) FROM stream_seq.stream WHERE relid = 'owned_by_admin'::regclass;
@@ -236,3 +236,11 @@ REVOKE CREATE ON SCHEMA public FROM stream_other;
 REVOKE USAGE ON SCHEMA stream_seq FROM stream_other;
 DROP ROLE stream_other;
 SELECT count(*) FROM stream_seq.stream;
+-- an empty column name is refused (22023), not a syntax error of the
+-- ALTER TABLE that would add the column
+CREATE TABLE empty_name (id int);
+SELECT stream_seq.enable('empty_name', '');
+\echo :LAST_ERROR_SQLSTATE
+SELECT stream_seq.enable('empty_name', 'seq', '');
+\echo :LAST_ERROR_SQLSTATE
+DROP TABLE empty_name;

@@ -98,12 +98,12 @@ CREATE TABLE pdup_2 PARTITION OF pdup FOR VALUES IN (2);
 INSERT INTO pdup VALUES (1, 5), (2, 5);
 SELECT stream_seq.enable('pdup');
 \echo :LAST_ERROR_SQLSTATE
-SELECT count(*) FROM stream_seq.stream WHERE relid = 'pdup'::regclass;
+SELECT count(*) FROM stream_seq.streams WHERE stream = 'pdup'::regclass;
 
 -- sealing: partitions before the newest one with rows; a sealed partition
 -- takes no more rows, and its range is recorded
 SELECT stream_seq.seal_partitions('pe');
-SELECT partition, lowest, highest FROM stream_seq.partition_range ORDER BY lowest;
+SELECT partition, lowest, highest FROM stream_seq.partitions ORDER BY lowest;
 INSERT INTO pe (id, day, payload) VALUES (11, 1, 'late');
 \echo :LAST_ERROR_SQLSTATE
 SELECT stream_seq.seal_partitions('pe');
@@ -169,11 +169,11 @@ INSERT INTO pt (created, n) VALUES (now() - interval '1 hour', 2);
 INSERT INTO pt (n) VALUES (3);
 INSERT INTO pt (created, n) VALUES (now() + interval '2 hours', 4);
 SELECT stream_seq.seal_partitions('pt');
-SELECT partition FROM stream_seq.partition_range WHERE stream = 'pt'::regclass;
+SELECT partition FROM stream_seq.partitions WHERE stream = 'pt'::regclass;
 INSERT INTO pt (n) VALUES (5);
 SET stream_seq.seal_grace = 0;
 SELECT stream_seq.seal_partitions('pt');
-SELECT partition FROM stream_seq.partition_range
+SELECT partition FROM stream_seq.partitions
  WHERE stream = 'pt'::regclass ORDER BY partition::text;
 -- a sealed partition takes rows again once unsealed; unsealing one that is
 -- not sealed changes nothing; a table outside a stream, NULL and a role
@@ -238,7 +238,7 @@ SELECT stream_seq.first('pe');
 SELECT stream_seq.advance('pe', 'slow', 8);
 SELECT stream_seq.drop_partitions('pe');
 SELECT stream_seq.first('pe'), to_regclass('pe_1') AS pe_1, to_regclass('pe_2') AS pe_2;
-SELECT partition, lowest, highest FROM stream_seq.partition_range ORDER BY lowest;
+SELECT partition, lowest, highest FROM stream_seq.partitions ORDER BY lowest;
 SELECT stream_seq.drop_partitions('pe', NULL);
 \echo :LAST_ERROR_SQLSTATE
 SELECT stream_seq.drop_partitions('pe_3');
@@ -351,7 +351,7 @@ DELETE FROM pq WHERE n % 7 = 0;
 INSERT INTO pq (day, n) VALUES (6, 0);
 SELECT stream_seq.seal_partitions('pq');
 INSERT INTO pq (day, n) VALUES (6, 100);
-SELECT partition, lowest, highest FROM stream_seq.partition_range
+SELECT partition, lowest, highest FROM stream_seq.partitions
  WHERE stream = 'pq'::regclass ORDER BY lowest;
 CREATE TEMP TABLE page_checks (after bigint, size int, by_page text, by_query text);
 DO $$
@@ -393,7 +393,7 @@ INSERT INTO po SELECT 3 FROM generate_series(1, 4);
 INSERT INTO po VALUES (1);
 INSERT INTO po VALUES (4);
 SELECT stream_seq.seal_partitions('po');
-SELECT partition, lowest, highest FROM stream_seq.partition_range
+SELECT partition, lowest, highest FROM stream_seq.partitions
  WHERE stream = 'po'::regclass ORDER BY partition::text;
 SELECT string_agg(seq::text, ',' ORDER BY seq) FROM stream_seq.page('po', 0, 3);
 SELECT string_agg(seq::text, ',' ORDER BY seq) FROM stream_seq.page('po', 2, 2);
@@ -442,12 +442,12 @@ END $$;
 DELETE FROM pr WHERE random() < 0.1;
 SELECT stream_seq.seal_partitions('pr');
 SELECT count(*) AS sealed,
-       count(*) FILTER (WHERE EXISTS (SELECT FROM stream_seq.partition_range o
+       count(*) FILTER (WHERE EXISTS (SELECT FROM stream_seq.partitions o
                                        WHERE o.stream = r.stream
                                          AND o.partition <> r.partition
                                          AND o.lowest BETWEEN r.lowest AND r.highest))
          AS overlapping
-  FROM stream_seq.partition_range r WHERE stream = 'pr'::regclass;
+  FROM stream_seq.partitions r WHERE stream = 'pr'::regclass;
 CREATE TEMP TABLE page_checks (after bigint, size int, by_page text, by_query text);
 DO $$
 DECLARE
@@ -486,7 +486,7 @@ INSERT INTO pi SELECT 2, g FROM generate_series(6, 8) g;
 INSERT INTO pi SELECT 3, g FROM generate_series(9, 10) g;
 SELECT stream_seq.create_consumer('pi', 'c', 2);
 SELECT stream_seq.seal_partitions('pi');
-SELECT partition, lowest, highest FROM stream_seq.partition_range ORDER BY lowest;
+SELECT partition, lowest, highest FROM stream_seq.partitions ORDER BY lowest;
 SELECT string_agg(seq::text, ',' ORDER BY seq) FROM stream_seq.page('pi', 2);
 SELECT stream_seq.drop_partitions('pi');
 DROP TABLE pi_1;
@@ -517,9 +517,9 @@ SELECT count(seq) FROM pb;
 RESET enable_seqscan;
 RESET enable_bitmapscan;
 DROP TABLE pb;
+RESET ROLE;
 SELECT count(*) FROM stream_seq.stream;
 SELECT count(*) FROM stream_seq.partition_range;
-RESET ROLE;
 REVOKE ALL ON SCHEMA public FROM part_owner;
 REVOKE ALL ON SCHEMA stream_seq FROM part_owner, part_reader;
 DROP ROLE part_owner;

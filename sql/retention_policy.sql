@@ -66,14 +66,14 @@ RESET ROLE;
 -- the largest keep_rows keeps everything
 SET ROLE rp_owner;
 SELECT stream_seq.set_retention('rp_events', keep_rows => 9223372036854775807);
-SELECT stream, keep_for, keep_rows, respect_consumers FROM stream_seq.retention_policy;
+SELECT stream, keep_for, keep_rows, respect_consumers FROM stream_seq.retention_policies;
 SELECT removed_rows, removed_partitions, removed_before, held_by, held_at, sqlstate, error, by_worker
   FROM stream_seq.apply_retention('rp_events');
 SELECT count(*) FROM rp_events;
 
 -- 2. keep_rows: the newest rows stay, the others go, first() follows
 SELECT stream_seq.set_retention('rp_events', keep_rows => 4);
-SELECT stream, keep_for, keep_rows, respect_consumers FROM stream_seq.retention_policy;
+SELECT stream, keep_for, keep_rows, respect_consumers FROM stream_seq.retention_policies;
 SELECT removed_rows, removed_partitions, removed_before, held_by, held_at, sqlstate
   FROM stream_seq.apply_retention('rp_events');
 SELECT min(seq), max(seq), count(*) FROM rp_events;

@@ -80,13 +80,104 @@ SELECT stream_seq.first('sec_private'), stream_seq.position('sec_private', 'priv
 -- it back, nor alter it
 ALTER TABLE sec_private OWNER TO sec_user;
 SET ROLE sec_user;
-SELECT setval(head_seq, 1) FROM stream_seq.stream WHERE relid = 'sec_private'::regclass;
+SELECT setval('stream_seq.sec_private_seq_head', 1);
 \echo :LAST_ERROR_SQLSTATE
 ALTER SEQUENCE stream_seq.sec_private_seq_head RESTART;
 \echo :LAST_ERROR_SQLSTATE
 RESET ROLE;
 SELECT stream_seq.disable('sec_private');
 DROP TABLE sec_private;
+
+-- The internal functions PUBLIC may execute check what they are given,
+-- for any role: an OID that names no relation (0, a dropped table's, a
+-- huge one) is 42P01, a relation that is not a stream (an index, a
+-- sequence, a view, a table) 42809, before any name of it is used (these
+-- crashed the server); a stream the caller may not read 42501.
+CREATE TABLE sec_dropped (id int, seq bigint);
+SELECT 'sec_dropped'::regclass::oid AS dropped_oid \gset
+DROP TABLE sec_dropped;
+CREATE TABLE sec_hidden (id int, seq bigint);
+SELECT stream_seq.enable('sec_hidden');
+CREATE INDEX sec_hidden_id ON sec_hidden (id);
+CREATE SEQUENCE sec_a_seq;
+CREATE VIEW sec_a_view AS SELECT 1 AS x;
+CREATE TABLE sec_partitioned (id int, seq bigint) PARTITION BY RANGE (id);
+CREATE TABLE sec_partitioned_1 PARTITION OF sec_partitioned FOR VALUES FROM (0) TO (10);
+SELECT stream_seq.enable('sec_partitioned');
+SELECT stream_seq.set_retention('sec_hidden', keep_rows => 10);
+SET ROLE sec_user;
+SELECT stream_seq._page_source(0, 0);
+\echo :LAST_ERROR_SQLSTATE
+\set VERBOSITY sqlstate
+SELECT stream_seq._page_source(:dropped_oid, 0);
+\set VERBOSITY default
+\echo :LAST_ERROR_SQLSTATE
+SELECT stream_seq._page_source(4294967295::oid, 0, 10);
+\echo :LAST_ERROR_SQLSTATE
+SELECT stream_seq._page_source('sec_hidden_id', 0);
+\echo :LAST_ERROR_SQLSTATE
+SELECT stream_seq._page_source('sec_a_seq', 0);
+\echo :LAST_ERROR_SQLSTATE
+SELECT stream_seq._page_source('sec_a_view', 0);
+\echo :LAST_ERROR_SQLSTATE
+SELECT stream_seq._page_source('sec_partitioned_1', 0);
+\echo :LAST_ERROR_SQLSTATE
+SELECT stream_seq._page_source('sec_hidden', 0);
+\echo :LAST_ERROR_SQLSTATE
+SELECT stream_seq._page_source('sec', 0);
+\set VERBOSITY sqlstate
+SELECT stream_seq._stream_info(:dropped_oid);
+\set VERBOSITY default
+\echo :LAST_ERROR_SQLSTATE
+SELECT stream_seq._stream_info('sec_hidden');
+\echo :LAST_ERROR_SQLSTATE
+SELECT stream_seq._stream_info('sec');
+-- the readers in PL/pgSQL give the C functions' SQLSTATEs: 42P01 for an
+-- OID that names no relation (they said 42809 with the OID as its name)
+SELECT * FROM stream_seq.page(123456789::oid, 0);
+\echo :LAST_ERROR_SQLSTATE
+\set VERBOSITY sqlstate
+SELECT stream_seq.position_at(:dropped_oid, now());
+\set VERBOSITY default
+\echo :LAST_ERROR_SQLSTATE
+SELECT stream_seq.create_consumer(123456789::oid, 'c', now());
+\echo :LAST_ERROR_SQLSTATE
+SELECT stream_seq.reset(123456789::oid, 'c', now());
+\echo :LAST_ERROR_SQLSTATE
+SELECT stream_seq.unseal_partition(123456789::oid);
+\echo :LAST_ERROR_SQLSTATE
+SELECT * FROM stream_seq.page('sec_hidden', 0);
+\echo :LAST_ERROR_SQLSTATE
+SELECT * FROM stream_seq.page_rows(NULL::sec_hidden, 0);
+\echo :LAST_ERROR_SQLSTATE
+SELECT * FROM stream_seq.page_rows(NULL::sec_a_view, 0);
+\echo :LAST_ERROR_SQLSTATE
+-- A role learns of a stream it may not read nothing from the extension:
+-- the catalog tables are not readable by PUBLIC; the views show the
+-- streams, sealed partitions and retention policies of the streams the
+-- role may read (sec_user reads "sec" only)
+SELECT count(*) FROM stream_seq.stream;
+\echo :LAST_ERROR_SQLSTATE
+SELECT count(*) FROM stream_seq.partition_range;
+\echo :LAST_ERROR_SQLSTATE
+SELECT count(*) FROM stream_seq.retention_policy;
+\echo :LAST_ERROR_SQLSTATE
+SELECT stream FROM stream_seq.streams ORDER BY 1;
+SELECT count(*) FROM stream_seq.partitions;
+SELECT count(*) FROM stream_seq.retention_policies;
+RESET ROLE;
+SELECT stream, keep_rows FROM stream_seq.retention_policies;
+GRANT SELECT ON sec_hidden TO sec_user;
+SET ROLE sec_user;
+SELECT stream, keep_rows FROM stream_seq.retention_policies;
+SELECT seq_column, time_column, first FROM stream_seq._stream_info('sec_hidden');
+SELECT * FROM stream_seq.page('sec_hidden', 0);
+RESET ROLE;
+SELECT stream_seq.disable('sec_hidden');
+SELECT stream_seq.disable('sec_partitioned');
+DROP TABLE sec_hidden, sec_partitioned;
+DROP SEQUENCE sec_a_seq;
+DROP VIEW sec_a_view;
 
 SELECT stream_seq.disable('sec');
 DROP TABLE sec;

@@ -446,7 +446,7 @@ stream_seq_guard_trigger(PG_FUNCTION_ARGS)
 		ereport(ERROR,
 				(errcode(ERRCODE_GENERATED_ALWAYS),
 				 errmsg("cannot write a number into column \"%s\" of stream table \"%s\"",
-						column_name(ref), get_rel_name(ref->relid)),
+						column_name(ref), stream_rel_name(ref->relid)),
 				 errdetail("A row with a number was inserted into partition \"%s\": either the number was written by hand, or an UPDATE moved a numbered row there from another partition.",
 						   RelationGetRelationName(rel)),
 				 errhint("Leave column \"%s\" out of INSERT; to change the partition key of a numbered row, insert a new row instead.",
@@ -477,7 +477,7 @@ stream_seq_guard_trigger(PG_FUNCTION_ARGS)
 		ereport(ERROR,
 				(errcode(ERRCODE_OBJECT_NOT_IN_PREREQUISITE_STATE),
 				 errmsg("partition \"%s\" of stream table \"%s\" is sealed",
-						RelationGetRelationName(rel), get_rel_name(ref->relid)),
+						RelationGetRelationName(rel), stream_rel_name(ref->relid)),
 				 errdetail("A sealed partition takes no more rows; its range of numbers is final."),
 				 errhint("Insert rows whose partition key falls in a newer partition, or let it take rows again with stream_seq.unseal_partition().")));
 
@@ -485,7 +485,7 @@ stream_seq_guard_trigger(PG_FUNCTION_ARGS)
 		ereport(ERROR,
 				(errcode(ERRCODE_OBJECT_NOT_IN_PREREQUISITE_STATE),
 				 errmsg("partition \"%s\" of stream table \"%s\" is being detached",
-						RelationGetRelationName(rel), get_rel_name(ref->relid)),
+						RelationGetRelationName(rel), stream_rel_name(ref->relid)),
 				 errdetail("Its numbers have left the stream; readers no longer see it."),
 				 errhint("Insert the row again: it goes to another partition.")));
 
@@ -1386,7 +1386,7 @@ stream_xact_callback(XactEvent event, void *arg)
 
 				/* rows queued after the deferred triggers fired */
 				if (AfterTriggerPendingOnRel(w->relid))
-					report_late_row(get_rel_name(w->relid));
+					report_late_row(stream_rel_name(w->relid));
 				close_writer(w);
 			}
 			if (xact_streams == NULL)
@@ -1414,7 +1414,7 @@ stream_xact_callback(XactEvent event, void *arg)
 					ereport(ERROR,
 							(errcode(ERRCODE_FEATURE_NOT_SUPPORTED),
 							 errmsg("cannot PREPARE a transaction that has written to stream table \"%s\"",
-									get_rel_name(xs->relid)),
+									stream_rel_name(xs->relid)),
 							 errdetail("Stream numbers are assigned at commit, which a prepared transaction would do later without stream_seq.")));
 				}
 			}

@@ -33,6 +33,7 @@
 #include "catalog/pg_database.h"
 #include "catalog/pg_proc.h"
 #include "catalog/pg_sequence.h"
+#include "funcapi.h"
 #include "catalog/pg_type.h"
 #include "commands/extension.h"
 #include "commands/trigger.h"
@@ -57,6 +58,8 @@
 #include "stream_seq.h"
 
 PG_FUNCTION_INFO_V1(stream_seq_first);
+PG_FUNCTION_INFO_V1(stream_seq_stream_info);
+PG_FUNCTION_INFO_V1(stream_seq_stream_of_row_type);
 
 /* Column numbers of stream_seq.stream. */
 #define Anum_stream_relid		1
@@ -380,7 +383,7 @@ scan_catalog_row(Oid relid, StreamRef *ref)
 			ereport(ERROR,
 					(errcode(ERRCODE_OBJECT_NOT_IN_PREREQUISITE_STATE),
 					 errmsg("stream column \"%s\" of table \"%s\" is missing or not of type bigint",
-							NameStr(column), get_rel_name(relid)),
+							NameStr(column), stream_rel_name(relid)),
 					 errhint("Disable the stream with stream_seq.disable() and enable it again.")));
 
 		seqtuple = SearchSysCache1(SEQRELID, ObjectIdGetDatum(ref->head_seq));
@@ -388,7 +391,7 @@ scan_catalog_row(Oid relid, StreamRef *ref)
 			ereport(ERROR,
 					(errcode(ERRCODE_OBJECT_NOT_IN_PREREQUISITE_STATE),
 					 errmsg("head sequence of stream table \"%s\" is missing",
-							get_rel_name(relid)),
+							stream_rel_name(relid)),
 					 errhint("Disable the stream with stream_seq.disable() and enable it again.")));
 		ref->time_attnum = InvalidAttrNumber;
 		if (NameStr(time_column)[0] != '\0')
@@ -399,7 +402,7 @@ scan_catalog_row(Oid relid, StreamRef *ref)
 				ereport(ERROR,
 						(errcode(ERRCODE_OBJECT_NOT_IN_PREREQUISITE_STATE),
 						 errmsg("time column \"%s\" of stream table \"%s\" is missing or not of type timestamp with time zone",
-								NameStr(time_column), get_rel_name(relid)),
+								NameStr(time_column), stream_rel_name(relid)),
 						 errhint("Disable the stream with stream_seq.disable() and enable it again.")));
 		}
 		ref->head_interval = ((Form_pg_sequence) GETSTRUCT(seqtuple))->seqincrement;
@@ -483,11 +486,26 @@ reclaim_slots(void)
 }
 
 /*
- * report_not_stream
+ * stream_rel_name
+ *		The name of relation "relid" for a message: stream_rel_name(), or the
+ *		OID as text for a relation that no longer exists (dropped by a
+ *		concurrent transaction), never NULL.  NULL passed on to a "%s" or to
+ *		quote_identifier() would print "(null)" or crash.
+ */
+char *
+stream_rel_name(Oid relid)
+{
+	char	   *relname = get_rel_name(relid);
+
+	return relname != NULL ? relname : psprintf("%u", relid);
+}
+
+/*
+ * stream_report_not_stream
  *		The error for a table that is not a stream (or does not exist).
  */
-static void
-report_not_stream(Oid relid)
+void
+stream_report_not_stream(Oid relid)
 {
 	char	   *relname = get_rel_name(relid);
 
@@ -499,6 +517,91 @@ report_not_stream(Oid relid)
 			(errcode(ERRCODE_WRONG_OBJECT_TYPE),
 			 errmsg("table \"%s\" is not a stream table", relname),
 			 errhint("Use stream_seq.enable() to make it one.")));
+}
+
+#define report_not_stream(relid) stream_report_not_stream(relid)
+
+/*
+ * stream_check_locked
+ *		Lock relation "relid" in "lockmode" (NoLock: only check) and then,
+ *		with the lock held, make sure it still exists (42P01) and is a
+ *		stream (42809).  An OID looked up before its lock can name nothing
+ *		once the lock is granted: a DROP TABLE or disable() that held the
+ *		lock committed meanwhile.  Every SQL entry point that takes a
+ *		stream by OID and opens or reads it checks here first, so that such
+ *		a race ends in the documented SQLSTATE and never in an internal
+ *		error from relation_open().  LockRelationOid() takes in the
+ *		invalidations of what committed while it waited, so the syscache
+ *		and the catalog scan (with a fresh snapshot) see the present.  The
+ *		lock is kept until the transaction ends, as the statement that
+ *		reads or writes the table would keep it.  Needs neither the library
+ *		preloaded nor any privilege.
+ */
+void
+stream_check_locked(Oid relid, LOCKMODE lockmode)
+{
+	if (lockmode != NoLock)
+		LockRelationOid(relid, lockmode);
+	if (!SearchSysCacheExists1(RELOID, ObjectIdGetDatum(relid)))
+	{
+		if (lockmode != NoLock)
+			UnlockRelationOid(relid, lockmode);
+		ereport(ERROR,
+				(errcode(ERRCODE_UNDEFINED_TABLE),
+				 errmsg("relation with OID %u does not exist", relid)));
+	}
+	if (!stream_catalog_has(relid))
+		report_not_stream(relid);
+}
+
+/*
+ * stream_lookup_locked
+ *		stream_check_locked, then the backend's handle on the stream.
+ */
+StreamRef  *
+stream_lookup_locked(Oid relid, LOCKMODE lockmode)
+{
+	stream_check_locked(relid, lockmode);
+	return stream_lookup(relid, false);
+}
+
+/*
+ * stream_qualified_name
+ *		schema.name of relation "relid", quoted, for a statement; 42P01 if
+ *		it no longer exists (dropped meanwhile), rather than the NULL names
+ *		that would crash quote_qualified_identifier().
+ */
+char *
+stream_qualified_name(Oid relid)
+{
+	char	   *relname = get_rel_name(relid);
+	char	   *nspname = relname != NULL ?
+		get_namespace_name(get_rel_namespace(relid)) : NULL;
+
+	if (relname == NULL || nspname == NULL)
+		ereport(ERROR,
+				(errcode(ERRCODE_UNDEFINED_TABLE),
+				 errmsg("relation with OID %u does not exist", relid)));
+	return quote_qualified_identifier(nspname, relname);
+}
+
+/*
+ * stream_relation_open
+ *		relation_open() for an OID that came from a caller or from a list
+ *		read without the lock (partitions, a stream's table): a relation
+ *		dropped while the lock was awaited is the documented 42P01, not
+ *		relation_open()'s internal "could not open relation".
+ */
+Relation
+stream_relation_open(Oid relid, LOCKMODE lockmode)
+{
+	Relation	rel = try_relation_open(relid, lockmode);
+
+	if (rel == NULL)
+		ereport(ERROR,
+				(errcode(ERRCODE_UNDEFINED_TABLE),
+				 errmsg("relation with OID %u does not exist", relid)));
+	return rel;
 }
 
 /*
@@ -805,9 +908,16 @@ stream_clip_name(const char *name, int max_bytes)
 char *
 stream_source(Oid relid)
 {
-	char	   *name = quote_qualified_identifier(get_namespace_name(get_rel_namespace(relid)),
-												  get_rel_name(relid));
+	char	   *nspname = get_namespace_name(get_rel_namespace(relid));
+	char	   *relname = get_rel_name(relid);
+	char	   *name;
 
+	/* callers hold a lock on a stream; a name gone anyway is no crash */
+	if (nspname == NULL || relname == NULL)
+		ereport(ERROR,
+				(errcode(ERRCODE_UNDEFINED_TABLE),
+				 errmsg("relation with OID %u does not exist", relid)));
+	name = quote_qualified_identifier(nspname, relname);
 	if (get_rel_relkind(relid) == RELKIND_PARTITIONED_TABLE)
 		return name;
 	return psprintf("ONLY %s", name);
@@ -907,7 +1017,7 @@ stream_catalog_hold(Oid relid, const char *consumer)
 		ereport(ERROR,
 				(errcode(ERRCODE_UNDEFINED_OBJECT),
 				 errmsg("consumer \"%s\" of stream table \"%s\" does not exist",
-						consumer, get_rel_name(relid))));
+						consumer, stream_rel_name(relid))));
 }
 
 /*
@@ -993,8 +1103,7 @@ stream_grant_head_access(Oid head_seq)
 	if (superuser_arg(owner))
 		return;
 	stream_catalog_exec(psprintf("GRANT SELECT ON SEQUENCE %s TO %s",
-								 quote_qualified_identifier(get_namespace_name(get_rel_namespace(head_seq)),
-															get_rel_name(head_seq)),
+								 stream_qualified_name(head_seq),
 								 quote_identifier(GetUserNameFromId(owner, false))),
 						0, NULL, NULL, NULL, 0, NULL);
 }
@@ -1026,4 +1135,126 @@ bool
 stream_pglogical_installed(void)
 {
 	return OidIsValid(get_extension_oid("pglogical", true));
+}
+
+/*
+ * stream_seq_stream_info
+ *		SQL (internal): _stream_info(stream regclass, OUT seq_column name,
+ *		OUT time_column name, OUT first bigint): what the readers written
+ *		in PL/pgSQL (page(), read(), due(), replay(), position_at() and the
+ *		typed reads) need of the catalog row of a stream.  The catalog
+ *		table is not readable by PUBLIC (a role learns of a stream only
+ *		what the streams view shows it: nothing, for a table it may not
+ *		read), and those readers run as their caller, so they ask here.
+ *		Executable by PUBLIC, and safe for any role: NULL is 22004, an OID
+ *		that names no relation 42P01, a relation the caller may not read
+ *		42501, one that is not a stream 42809 (checked under an ACCESS SHARE
+ *		lock, kept, which the caller's query of the table takes anyway);
+ *		only then is the row read (without a privilege check of the
+ *		catalog table, as the library reads it), with the snapshot of the
+ *		calling statement.
+ */
+Datum
+stream_seq_stream_info(PG_FUNCTION_ARGS)
+{
+	Oid			relid;
+	TupleDesc	tupdesc;
+	Datum		values[3];
+	bool		nulls[3] = {false, false, false};
+	int64		first = 1;
+	bool		found = false;
+	char	   *seq_column = NULL;
+	char	   *time_column = NULL;
+	AttrNumber	time_anum;
+	Oid			catalog_relid;
+	Relation	catalog;
+	SysScanDesc scan;
+	ScanKeyData key;
+	HeapTuple	tuple;
+
+	if (PG_ARGISNULL(0))
+		ereport(ERROR,
+				(errcode(ERRCODE_NULL_VALUE_NOT_ALLOWED),
+				 errmsg("stream table must not be null")));
+	relid = PG_GETARG_OID(0);
+	if (get_call_result_type(fcinfo, NULL, &tupdesc) != TYPEFUNC_COMPOSITE)
+		elog(ERROR, "return type must be a row type");
+	/* SELECT first: a role that may not read the table learns nothing */
+	LockRelationOid(relid, AccessShareLock);
+	stream_check_select(relid);
+	stream_check_locked(relid, NoLock);
+
+	/*
+	 * The row, read directly (readers call this on every page: no SPI),
+	 * with the snapshot of the calling statement, as the statement reading
+	 * the table will see it.
+	 */
+	catalog_relid = stream_catalog_relid(false);
+	catalog = table_open(catalog_relid, AccessShareLock);
+	ScanKeyInit(&key, Anum_stream_relid, BTEqualStrategyNumber, F_OIDEQ,
+				ObjectIdGetDatum(relid));
+	scan = systable_beginscan(catalog, InvalidOid, false,
+							  ActiveSnapshotSet() ? GetActiveSnapshot() :
+							  GetTransactionSnapshot(), 1, &key);
+	tuple = systable_getnext(scan);
+	if (HeapTupleIsValid(tuple))
+	{
+		TupleDesc	desc = RelationGetDescr(catalog);
+		bool		isnull;
+		Datum		datum;
+
+		found = true;
+		datum = heap_getattr(tuple, Anum_stream_seq_column, desc, &isnull);
+		seq_column = pstrdup(NameStr(*DatumGetName(datum)));
+		datum = heap_getattr(tuple, Anum_stream_trimmed_before, desc, &isnull);
+		if (!isnull)
+			first = DatumGetInt64(datum);
+		time_anum = get_attnum(catalog_relid, "time_column");
+		if (time_anum != InvalidAttrNumber)
+		{
+			datum = heap_getattr(tuple, time_anum, desc, &isnull);
+			if (!isnull)
+				time_column = pstrdup(NameStr(*DatumGetName(datum)));
+		}
+	}
+	systable_endscan(scan);
+	table_close(catalog, AccessShareLock);
+	if (!found)
+		report_not_stream(relid);
+
+	values[0] = DirectFunctionCall1(namein, CStringGetDatum(seq_column));
+	if (time_column == NULL)
+		nulls[1] = true;
+	else
+		values[1] = DirectFunctionCall1(namein, CStringGetDatum(time_column));
+	values[2] = Int64GetDatum(first);
+	PG_RETURN_DATUM(HeapTupleGetDatum(heap_form_tuple(BlessTupleDesc(tupdesc),
+													  values, nulls)));
+}
+
+/*
+ * stream_seq_stream_of_row_type
+ *		SQL (internal): _stream_of_row_type(row_type regtype) RETURNS
+ *		regclass: the stream table whose row type the typed reads
+ *		(page_rows(), read_rows(), read_slot_rows()) were given.  In C since
+ *		the catalog table is not readable by PUBLIC; tells no more than
+ *		whether the type is a stream's row type (as the triggers on the
+ *		table, in pg_trigger, do): the privileges are checked by what
+ *		reads the stream next.
+ */
+Datum
+stream_seq_stream_of_row_type(PG_FUNCTION_ARGS)
+{
+	Oid			typid = PG_ARGISNULL(0) ? InvalidOid : PG_GETARG_OID(0);
+	Oid			relid = OidIsValid(typid) ? get_typ_typrelid(typid) : InvalidOid;
+
+	if (!OidIsValid(relid) || !stream_catalog_has(relid))
+		ereport(ERROR,
+				(errcode(ERRCODE_WRONG_OBJECT_TYPE),
+				 errmsg("type %s is not the row type of a stream table",
+						OidIsValid(typid) ?
+						format_type_extended(typid, -1, FORMAT_TYPE_ALLOW_INVALID) :
+						"NULL"),
+				 errhint("Name the stream by a value of its row type, such as NULL::events.")));
+	PG_RETURN_OID(relid);
 }

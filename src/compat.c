@@ -41,7 +41,7 @@ static void
 check_owner(Oid relid)
 {
 	if (!pg_class_ownercheck(relid, GetUserId()))
-		aclcheck_error(ACLCHECK_NOT_OWNER, OBJECT_TABLE, get_rel_name(relid));
+		aclcheck_error(ACLCHECK_NOT_OWNER, OBJECT_TABLE, stream_rel_name(relid));
 }
 
 /*
@@ -85,8 +85,8 @@ stream_seq_register(PG_FUNCTION_ARGS)
 		ereport(ERROR,
 				(errcode(ERRCODE_INVALID_PARAMETER_VALUE),
 				 errmsg("sequence \"%s\" is not owned by column \"%s\" of table \"%s\"",
-						get_rel_name(head_seq), NameStr(*column),
-						get_rel_name(relid))));
+						stream_rel_name(head_seq), NameStr(*column),
+						stream_rel_name(relid))));
 
 	stream_catalog_insert(relid, NameStr(*column), head_seq);
 	CommandCounterIncrement();
@@ -94,8 +94,7 @@ stream_seq_register(PG_FUNCTION_ARGS)
 
 	query = psprintf("SELECT pg_catalog.min(%s) FROM ONLY %s",
 					 quote_identifier(NameStr(*column)),
-					 quote_qualified_identifier(get_namespace_name(get_rel_namespace(relid)),
-												get_rel_name(relid)));
+					 stream_qualified_name(relid));
 	stream_catalog_exec_latest(query, 0, NULL, NULL, &lowest, 1, &found);
 	ref = stream_lookup(relid, false);
 	stream_slot_restart(ref);
@@ -154,7 +153,7 @@ stream_seq_forget_dropped(PG_FUNCTION_ARGS)
 	if (get_rel_name(relid) != NULL)
 		ereport(ERROR,
 				(errcode(ERRCODE_OBJECT_NOT_IN_PREREQUISITE_STATE),
-				 errmsg("table \"%s\" still exists", get_rel_name(relid)),
+				 errmsg("table \"%s\" still exists", stream_rel_name(relid)),
 				 errhint("Use stream_seq.disable() to stop numbering a table.")));
 	stream_catalog_delete(relid);
 	if (stream_shmem_ready())
@@ -182,7 +181,7 @@ stream_seq_rename_column(PG_FUNCTION_ARGS)
 		ereport(ERROR,
 				(errcode(ERRCODE_UNDEFINED_COLUMN),
 				 errmsg("column \"%s\" of relation \"%s\" does not exist",
-						NameStr(*new_name), get_rel_name(relid))));
+						NameStr(*new_name), stream_rel_name(relid))));
 	values[0] = ObjectIdGetDatum(relid);
 	values[1] = CStringGetTextDatum(NameStr(*new_name));
 	stream_catalog_exec("UPDATE stream_seq.stream SET seq_column = $2::pg_catalog.name "
@@ -239,8 +238,7 @@ stream_seq_upgrade_stream(PG_FUNCTION_ARGS)
 						2, argtypes, values, NULL, 0, NULL);
 	CommandCounterIncrement();
 	stream_catalog_exec(psprintf("DROP SEQUENCE %s",
-								 quote_qualified_identifier(get_namespace_name(get_rel_namespace(old_seq)),
-															get_rel_name(old_seq))),
+								 stream_qualified_name(old_seq)),
 						0, NULL, NULL, NULL, 0, NULL);
 	stream_protect_index(relid, ref->seq_attnum);
 	CacheInvalidateRelcacheByRelid(relid);

@@ -92,7 +92,7 @@ report_unknown_consumer(Oid relid, const char *consumer)
 	ereport(ERROR,
 			(errcode(ERRCODE_UNDEFINED_OBJECT),
 			 errmsg("consumer \"%s\" of stream table \"%s\" does not exist",
-					consumer, get_rel_name(relid))));
+					consumer, stream_rel_name(relid))));
 }
 
 /*
@@ -179,7 +179,7 @@ plain_consumer_lookup(Oid relid, const char *consumer, bool for_update,
 		ereport(ERROR,
 				(errcode(ERRCODE_OBJECT_NOT_IN_PREREQUISITE_STATE),
 				 errmsg("consumer \"%s\" of stream table \"%s\" is a group",
-						consumer, get_rel_name(relid)),
+						consumer, stream_rel_name(relid)),
 				 errhint("Read and advance a group slot by slot: stream_seq.claim(), read_slot() and advance_slot().")));
 	return position;
 }
@@ -281,7 +281,7 @@ check_position_unchanged(Oid relid, const char *consumer, int64 position)
 		ereport(ERROR,
 				(errcode(ERRCODE_STREAM_LEASE_LOST),
 				 errmsg("consumer \"%s\" of stream table \"%s\" was moved by another transaction",
-						consumer, get_rel_name(relid)),
+						consumer, stream_rel_name(relid)),
 				 errdetail("This transaction read from position " INT64_FORMAT "; the position is now " INT64_FORMAT ".",
 						   seen->position, position),
 				 errhint("Roll back, and read again from the new position.")));
@@ -300,7 +300,7 @@ stream_check_consumer_owner(Oid relid, const char *consumer, Oid owner)
 		ereport(ERROR,
 				(errcode(ERRCODE_INSUFFICIENT_PRIVILEGE),
 				 errmsg("must be owner of consumer \"%s\" of stream table \"%s\"",
-						consumer, get_rel_name(relid))));
+						consumer, stream_rel_name(relid))));
 }
 
 /*
@@ -361,7 +361,7 @@ stream_seq_create_consumer(PG_FUNCTION_ARGS)
 				 errmsg("cannot start consumer \"%s\" after " INT64_FORMAT,
 						consumer, start_after),
 				 errdetail("The horizon of stream table \"%s\" is " INT64_FORMAT "; a position must be below it.",
-						   get_rel_name(relid), horizon)));
+						   stream_rel_name(relid), horizon)));
 
 	values[0] = ObjectIdGetDatum(relid);
 	values[1] = CStringGetTextDatum(consumer);
@@ -376,7 +376,7 @@ stream_seq_create_consumer(PG_FUNCTION_ARGS)
 		ereport(ERROR,
 				(errcode(ERRCODE_DUPLICATE_OBJECT),
 				 errmsg("consumer \"%s\" of stream table \"%s\" already exists",
-						consumer, get_rel_name(relid))));
+						consumer, stream_rel_name(relid))));
 	PG_RETURN_VOID();
 }
 
@@ -460,7 +460,7 @@ stream_check_advance(StreamRef *ref, const char *what, int64 position,
 		ereport(ERROR,
 				(errcode(ERRCODE_INVALID_PARAMETER_VALUE),
 				 errmsg("cannot move %s of stream table \"%s\" backwards",
-						what, get_rel_name(ref->relid)),
+						what, stream_rel_name(ref->relid)),
 				 errdetail("Its position is " INT64_FORMAT "; the requested position is " INT64_FORMAT ".",
 						   position, to_position),
 				 errhint("The owner of the consumer can move it with stream_seq.reset().")));
@@ -469,7 +469,7 @@ stream_check_advance(StreamRef *ref, const char *what, int64 position,
 		ereport(ERROR,
 				(errcode(ERRCODE_INVALID_PARAMETER_VALUE),
 				 errmsg("cannot advance %s of stream table \"%s\" to " INT64_FORMAT,
-						what, get_rel_name(ref->relid), to_position),
+						what, stream_rel_name(ref->relid), to_position),
 				 errdetail("The horizon is " INT64_FORMAT "; rows at or above it cannot have been read yet.",
 						   horizon)));
 }

@@ -67,8 +67,7 @@ stream_recorded_end(Oid head_seq, int64 interval)
 	query = psprintf("SELECT CASE WHEN is_called THEN last_value + %lld ELSE last_value END "
 					 "FROM %s",
 					 (long long) interval,
-					 quote_qualified_identifier(get_namespace_name(get_rel_namespace(head_seq)),
-												get_rel_name(head_seq)));
+					 stream_qualified_name(head_seq));
 	stream_catalog_exec_latest(query, 0, NULL, NULL, &end, 1, &found);
 	if (!found)
 		elog(ERROR, "could not read head sequence %u", head_seq);
@@ -166,17 +165,17 @@ stream_start_counter(StreamRef *ref)
 		ereport(WARNING,
 				(errcode(ERRCODE_DATA_CORRUPTED),
 				 errmsg("recorded head of stream table \"%s\" is behind its rows",
-						get_rel_name(ref->relid)),
+						stream_rel_name(ref->relid)),
 				 errdetail("Head sequence \"%s\" records numbers below " INT64_FORMAT " but numbers below " INT64_FORMAT " were handed out.",
-						   get_rel_name(ref->head_seq), recorded_end, start),
+						   stream_rel_name(ref->head_seq), recorded_end, start),
 				 errhint("The head is rebuilt from the table before the next number is handed out.")));
 	else if (recorded_end > start + HEAD_MARGIN_BLOCKS * ref->head_interval)
 		ereport(LOG,
 				(errcode(ERRCODE_DATA_CORRUPTED),
 				 errmsg("recorded head of stream table \"%s\" is ahead of its rows",
-						get_rel_name(ref->relid)),
+						stream_rel_name(ref->relid)),
 				 errdetail("Head sequence \"%s\" records numbers below " INT64_FORMAT ", more than %d blocks of " INT64_FORMAT " above the stream's rows, which end below " INT64_FORMAT ".",
-						   get_rel_name(ref->head_seq), recorded_end,
+						   stream_rel_name(ref->head_seq), recorded_end,
 						   HEAD_MARGIN_BLOCKS, ref->head_interval, start),
 				 errhint("New numbers continue above the recorded head: rows above the table's highest number may have been deleted, and their numbers are never handed out again.")));
 
@@ -185,7 +184,7 @@ stream_start_counter(StreamRef *ref)
 	if (!stream_counter_start(ref, start) ||
 		!stream_counter_read(ref, &start, &block_end))
 		elog(ERROR, "could not start the counter of stream table \"%s\"",
-			 get_rel_name(ref->relid));
+			 stream_rel_name(ref->relid));
 
 	if (ref->time_attnum != InvalidAttrNumber)
 		stream_raise_time_floor(ref);
@@ -246,9 +245,9 @@ refill_block(StreamRef *ref)
 
 		ereport(LOG,
 				(errmsg("moving recorded head of stream table \"%s\" forward to " INT64_FORMAT,
-						get_rel_name(ref->relid), next),
+						stream_rel_name(ref->relid), next),
 				 errdetail("Head sequence \"%s\" gave block " INT64_FORMAT ", below numbers already in use.",
-						   get_rel_name(ref->head_seq), block)));
+						   stream_rel_name(ref->head_seq), block)));
 		stream_run_as(stream_catalog_owner(), &save_nestlevel, &save_userid,
 					  &save_sec_context);
 		DirectFunctionCall3(setval3_oid, ObjectIdGetDatum(ref->head_seq),
@@ -314,7 +313,7 @@ stream_counter_raise(StreamRef *ref, int64 number)
 		ereport(ERROR,
 				(errcode(ERRCODE_NUMERIC_VALUE_OUT_OF_RANGE),
 				 errmsg("stream number " INT64_FORMAT " of stream table \"%s\" is out of range",
-						number, get_rel_name(ref->relid)),
+						number, stream_rel_name(ref->relid)),
 				 errdetail("No number could follow it.")));
 	while (!stream_counter_at_least(ref, number + 1))
 		(void) stream_start_counter(ref);
@@ -347,7 +346,7 @@ stream_create_head_sequence(Oid relid, const char *column, int64 start,
 	char	   *query;
 	Oid			seqid;
 
-	base = psprintf("%s_%s_head", stream_clip_name(get_rel_name(relid), 30),
+	base = psprintf("%s_%s_head", stream_clip_name(stream_rel_name(relid), 30),
 					stream_clip_name(column, 20));
 	name = pstrdup(base);
 	while (OidIsValid(get_relname_relid(name, nsp)))
@@ -372,8 +371,7 @@ stream_create_head_sequence(Oid relid, const char *column, int64 start,
 	query = psprintf("COMMENT ON SEQUENCE stream_seq.%s IS %s",
 					 quote_identifier(name),
 					 quote_literal_cstr(psprintf("records the head of stream table %s (stream_seq)",
-												 quote_qualified_identifier(get_namespace_name(get_rel_namespace(relid)),
-																			get_rel_name(relid)))));
+												 stream_qualified_name(relid))));
 	stream_catalog_exec(query, 0, NULL, NULL, NULL, 0, NULL);
 	stream_grant_head_access(seqid);	/* for pg_dump -U owner */
 	return seqid;

@@ -175,8 +175,7 @@ forget_dropped_stream(Oid relid)
 	CommandCounterIncrement();
 	if (get_rel_name((Oid) head_seq) != NULL)
 		stream_catalog_exec(psprintf("DROP SEQUENCE IF EXISTS %s",
-									 quote_qualified_identifier(get_namespace_name(get_rel_namespace((Oid) head_seq)),
-																get_rel_name((Oid) head_seq))),
+									 stream_qualified_name((Oid) head_seq)),
 							0, NULL, NULL, NULL, 0, NULL);
 	if (stream_shmem_ready())
 		stream_release_at_commit(relid);
@@ -295,15 +294,15 @@ stream_seq_on_sql_drop(PG_FUNCTION_ARGS)
 			ereport(ERROR,
 					(errcode(ERRCODE_DEPENDENT_OBJECTS_STILL_EXIST),
 					 errmsg("cannot drop trigger \"%s\" of partition \"%s\" of stream table \"%s\"",
-							trigger->name, get_rel_name(relid),
-							get_rel_name(stream_root_of(relid))),
+							trigger->name, stream_rel_name(relid),
+							stream_rel_name(stream_root_of(relid))),
 					 errdetail("A partition truncated without it would take its numbers out of the stream unannounced."),
 					 errhint("Detach the partition, or use stream_seq.disable() to stop numbering the table.")));
 		if (OidIsValid(relid) && stream_catalog_has(relid))
 			ereport(ERROR,
 					(errcode(ERRCODE_DEPENDENT_OBJECTS_STILL_EXIST),
 					 errmsg("cannot drop trigger \"%s\" of stream table \"%s\"",
-							trigger->name, get_rel_name(relid)),
+							trigger->name, stream_rel_name(relid)),
 					 errdetail("Its column, its unique index and its triggers are needed to number the table's rows."),
 					 errhint("Use stream_seq.disable() to stop numbering the table.")));
 	}
@@ -316,7 +315,7 @@ stream_seq_on_sql_drop(PG_FUNCTION_ARGS)
 			ereport(ERROR,
 					(errcode(ERRCODE_DEPENDENT_OBJECTS_STILL_EXIST),
 					 errmsg("cannot drop the head sequence of stream table \"%s\"",
-							get_rel_name(relid)),
+							stream_rel_name(relid)),
 					 errhint("Use stream_seq.disable() to stop numbering the table.")));
 	}
 	PG_RETURN_VOID();
@@ -544,7 +543,7 @@ check_inheritance(Oid relid, CommandTag tag)
 			ereport(ERROR,
 					(errcode(ERRCODE_FEATURE_NOT_SUPPORTED),
 					 errmsg("table \"%s\" cannot inherit from stream table \"%s\"",
-							get_rel_name(relid), get_rel_name(parent)),
+							stream_rel_name(relid), stream_rel_name(parent)),
 					 errdetail("Rows of an inheriting table would have no number, or one written by hand.")));
 	}
 	systable_endscan(scan);
@@ -579,7 +578,7 @@ refuse_change_capture(Oid relid, Oid funcid)
 	ereport(ERROR,
 			(errcode(ERRCODE_FEATURE_NOT_SUPPORTED),
 			 errmsg("pg_repack cannot repack stream table \"%s\"",
-					get_rel_name(stream)),
+					stream_rel_name(stream)),
 			 errdetail("pg_repack replays the rows inserted while it copies the table as they were inserted, without the numbers stream_seq writes at commit; they would never get one."),
 			 errhint("Use VACUUM FULL or CLUSTER, which keep every number (they lock the table while they run), or pg_repack --only-indexes for its indexes.")));
 }
@@ -623,7 +622,7 @@ check_trigger(Oid trigid, CommandTag tag)
 		ereport(ERROR,
 				(errcode(ERRCODE_OBJECT_NOT_IN_PREREQUISITE_STATE),
 				 errmsg("cannot alter trigger \"%s\" of stream table \"%s\"",
-						expected, get_rel_name(relid)),
+						expected, stream_rel_name(relid)),
 				 errhint("Use stream_seq.disable() to stop numbering the table.")));
 	if (tag == CMDTAG_CREATE_TRIGGER && strcmp(expected, "stream_seq_assign") == 0)
 	{
@@ -735,7 +734,7 @@ stream_seq_on_ddl_end(PG_FUNCTION_ARGS)
 					ereport(ERROR,
 							(errcode(ERRCODE_OBJECT_NOT_IN_PREREQUISITE_STATE),
 							 errmsg("cannot alter the head sequence of stream table \"%s\"",
-									get_rel_name(head_sequence_of(objid))),
+									stream_rel_name(head_sequence_of(objid))),
 							 errdetail("It records every number the stream handed out; it must never go back.")));
 				break;
 			case RELKIND_RELATION:

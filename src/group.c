@@ -91,7 +91,7 @@ group_lookup(Oid relid, const char *consumer)
 		ereport(ERROR,
 				(errcode(ERRCODE_OBJECT_NOT_IN_PREREQUISITE_STATE),
 				 errmsg("consumer \"%s\" of stream table \"%s\" is not a group",
-						consumer, get_rel_name(relid)),
+						consumer, stream_rel_name(relid)),
 				 errhint("Use stream_seq.read() and advance() for a consumer without slots.")));
 	return slots;
 }
@@ -178,7 +178,7 @@ stream_seq_create_group(PG_FUNCTION_ARGS)
 	ref = stream_lookup(relid, false);
 
 	if (!pg_class_ownercheck(relid, GetUserId()))
-		aclcheck_error(ACLCHECK_NOT_OWNER, OBJECT_TABLE, get_rel_name(relid));
+		aclcheck_error(ACLCHECK_NOT_OWNER, OBJECT_TABLE, stream_rel_name(relid));
 	stream_check_consumer_name(consumer);
 	if (slots < 1 || slots > MAX_SLOTS)
 		ereport(ERROR,
@@ -197,7 +197,7 @@ stream_seq_create_group(PG_FUNCTION_ARGS)
 				 errmsg("cannot start group \"%s\" after " INT64_FORMAT,
 						consumer, start_after),
 				 errdetail("The horizon of stream table \"%s\" is " INT64_FORMAT "; a position must be below it.",
-						   get_rel_name(relid), horizon)));
+						   stream_rel_name(relid), horizon)));
 
 	values[0] = ObjectIdGetDatum(relid);
 	values[1] = CStringGetTextDatum(consumer);
@@ -206,13 +206,12 @@ stream_seq_create_group(PG_FUNCTION_ARGS)
 		ereport(ERROR,
 				(errcode(ERRCODE_DUPLICATE_OBJECT),
 				 errmsg("consumer \"%s\" of stream table \"%s\" already exists",
-						consumer, get_rel_name(relid))));
+						consumer, stream_rel_name(relid))));
 
 	/* the index on the slot expression, which also validates the key */
-	table = quote_qualified_identifier(get_namespace_name(get_rel_namespace(relid)),
-									   get_rel_name(relid));
+	table = stream_qualified_name(relid);
 	column = get_attname(relid, ref->seq_attnum, false);
-	index_name = psprintf("%s_%s_slot_idx", stream_clip_name(get_rel_name(relid), 30),
+	index_name = psprintf("%s_%s_slot_idx", stream_clip_name(stream_rel_name(relid), 30),
 						  stream_clip_name(consumer, 20));
 	{
 		char	   *base = index_name;
@@ -255,7 +254,7 @@ stream_seq_create_group(PG_FUNCTION_ARGS)
 		ereport(ERROR,
 				(errcode(ERRCODE_DUPLICATE_OBJECT),
 				 errmsg("consumer \"%s\" of stream table \"%s\" already exists",
-						consumer, get_rel_name(relid))));
+						consumer, stream_rel_name(relid))));
 	stream_catalog_exec("INSERT INTO stream_seq.consumer_slot (stream, consumer, slot, position) "
 						"SELECT $1, $2, s, $3 FROM pg_catalog.generate_series(0, $5 - 1) s",
 						5, argtypes, values, NULL, 0, NULL);
@@ -522,7 +521,8 @@ stream_seq_slot_state(PG_FUNCTION_ARGS)
 	consumer = text_to_cstring(PG_GETARG_TEXT_PP(1));
 	slot = PG_GETARG_INT32(2);
 	token = PG_GETARG_INT64(3);
-	ref = stream_lookup(relid, false);
+	/* the page's query locks the table too; a stream dropped is 42P01 */
+	ref = stream_lookup_locked(relid, AccessShareLock);
 	slots = group_lookup(relid, consumer);
 	check_group_slot(relid, consumer, slot, slots);
 
@@ -687,14 +687,14 @@ stream_seq_reset(PG_FUNCTION_ARGS)
 		ereport(ERROR,
 				(errcode(ERRCODE_INVALID_PARAMETER_VALUE),
 				 errmsg("cannot reset consumer \"%s\" of stream table \"%s\" to " INT64_FORMAT,
-						consumer, get_rel_name(relid), to_position),
+						consumer, stream_rel_name(relid), to_position),
 				 errdetail("A position must be at least 0 and below the horizon, " INT64_FORMAT ".",
 						   horizon)));
 	if (!PG_ARGISNULL(3) && slots == 0)
 		ereport(ERROR,
 				(errcode(ERRCODE_INVALID_PARAMETER_VALUE),
 				 errmsg("consumer \"%s\" of stream table \"%s\" has no slots",
-						consumer, get_rel_name(relid))));
+						consumer, stream_rel_name(relid))));
 	if (!PG_ARGISNULL(3))
 		check_slot(PG_GETARG_INT32(3), slots);
 
@@ -775,7 +775,7 @@ slot_finished_upto(Oid relid, const char *slot_expr, int slot,
 									   column, column, column),
 							  3, argtypes, values, NULL, true, 1) != SPI_OK_SELECT)
 		elog(ERROR, "could not read slot %d of stream table \"%s\"",
-			 slot, get_rel_name(relid));
+			 slot, stream_rel_name(relid));
 	if (SPI_processed > 0)
 	{
 		Datum		value = SPI_getbinval(SPI_tuptable->vals[0],
@@ -842,7 +842,7 @@ stream_slots_floor(Oid relid, int64 horizon, char **consumer, int64 *position)
 							  "WHERE s.stream::pg_catalog.oid = $1 "
 							  "ORDER BY s.position, s.consumer, s.slot",
 							  1, argtypes, values, NULL, true, 0) != SPI_OK_SELECT)
-		elog(ERROR, "could not list the slots of stream \"%s\"", get_rel_name(relid));
+		elog(ERROR, "could not list the slots of stream \"%s\"", stream_rel_name(relid));
 	n = SPI_processed;
 	names = SPI_palloc(sizeof(char *) * Max(n, 1));
 	exprs = SPI_palloc(sizeof(char *) * Max(n, 1));
@@ -942,7 +942,7 @@ stream_seq_slot_backlog(PG_FUNCTION_ARGS)
 
 	if (pg_class_aclcheck(relid, GetUserId(), ACL_SELECT) != ACLCHECK_OK)
 		PG_RETURN_NULL();
-	ref = stream_lookup(relid, false);
+	ref = stream_lookup_locked(relid, AccessShareLock);
 	catalog_values[0] = ObjectIdGetDatum(relid);
 	catalog_values[1] = CStringGetTextDatum(consumer);
 	slot_expr = stream_catalog_text("SELECT slot_expr FROM stream_seq.consumer "

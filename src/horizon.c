@@ -452,7 +452,7 @@ stream_check_select(Oid relid)
 	AclResult	aclresult = pg_class_aclcheck(relid, GetUserId(), ACL_SELECT);
 
 	if (aclresult != ACLCHECK_OK)
-		aclcheck_error(aclresult, OBJECT_TABLE, get_rel_name(relid));
+		aclcheck_error(aclresult, OBJECT_TABLE, stream_rel_name(relid));
 }
 
 /*

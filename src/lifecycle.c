@@ -57,8 +57,7 @@ PG_FUNCTION_INFO_V1(stream_seq_disable);
 static char *
 qualified_name(Oid relid)
 {
-	return quote_qualified_identifier(get_namespace_name(get_rel_namespace(relid)),
-									  get_rel_name(relid));
+	return stream_qualified_name(relid);
 }
 
 /*
@@ -70,7 +69,7 @@ static void
 check_table_owner(Oid relid)
 {
 	if (!pg_class_ownercheck(relid, GetUserId()))
-		aclcheck_error(ACLCHECK_NOT_OWNER, OBJECT_TABLE, get_rel_name(relid));
+		aclcheck_error(ACLCHECK_NOT_OWNER, OBJECT_TABLE, stream_rel_name(relid));
 }
 
 /*
@@ -165,7 +164,7 @@ check_enable_partitions(Oid relid)
 			ereport(ERROR,
 					(errcode(ERRCODE_WRONG_OBJECT_TYPE),
 					 errmsg("partition \"%s\" of table \"%s\" is not an ordinary table",
-							RelationGetRelationName(rel), get_rel_name(relid)),
+							RelationGetRelationName(rel), stream_rel_name(relid)),
 					 errdetail("Foreign tables cannot hold the rows of a stream table.")));
 		if (rel->rd_rel->relpersistence != RELPERSISTENCE_PERMANENT)
 			ereport(ERROR,
@@ -207,7 +206,7 @@ check_partition_columns(Oid relid, const char *column)
 			ereport(ERROR,
 					(errcode(ERRCODE_INVALID_TABLE_DEFINITION),
 					 errmsg("column \"%s\" of partition \"%s\" has NOT NULL or a default",
-							column, get_rel_name(part)),
+							column, stream_rel_name(part)),
 					 errdetail("Stream numbers are assigned at commit; rows hold NULL until then.")));
 		ReleaseSysCache(tuple);
 	}
@@ -233,7 +232,7 @@ check_enable_locked(Oid relid)
 		ereport(ERROR,
 				(errcode(ERRCODE_DUPLICATE_OBJECT),
 				 errmsg("table \"%s\" is already a stream table",
-						get_rel_name(relid))));
+						stream_rel_name(relid))));
 	if (get_rel_relkind(relid) == RELKIND_PARTITIONED_TABLE)
 	{
 		stream_check_partitions_supported();
@@ -242,7 +241,7 @@ check_enable_locked(Oid relid)
 	else if (find_inheritance_children(relid, NoLock) != NIL)
 		ereport(ERROR,
 				(errcode(ERRCODE_FEATURE_NOT_SUPPORTED),
-				 errmsg("table \"%s\" has inheritance children", get_rel_name(relid)),
+				 errmsg("table \"%s\" has inheritance children", stream_rel_name(relid)),
 				 errdetail("Rows of an inheriting table would have no number, or one written by hand.")));
 
 	rel = relation_open(relid, NoLock);
@@ -528,7 +527,7 @@ check_no_duplicates(Oid relid, const char *column)
 		ereport(ERROR,
 				(errcode(ERRCODE_UNIQUE_VIOLATION),
 				 errmsg("number " INT64_FORMAT " appears more than once in column \"%s\" of table \"%s\"",
-						duplicate, column, get_rel_name(relid)),
+						duplicate, column, stream_rel_name(relid)),
 				 errdetail("The numbers of a stream must be unique across its partitions."),
 				 errhint("Set the duplicates to NULL: stream_seq.enable() numbers rows without a number.")));
 }
@@ -693,7 +692,7 @@ check_times_rising(Oid relid, const char *column, const char *time_column)
 		ereport(ERROR,
 				(errcode(ERRCODE_OBJECT_NOT_IN_PREREQUISITE_STATE),
 				 errmsg("time column \"%s\" of table \"%s\" does not go up with column \"%s\"",
-						time_column, get_rel_name(relid), column),
+						time_column, stream_rel_name(relid), column),
 				 errdetail("Row " INT64_FORMAT " has an earlier time than a row numbered below it, or none.", seq),
 				 errhint("Stream times must never go down as numbers go up. Set the column to NULL where it is not so, or name another column.")));
 }
@@ -734,6 +733,11 @@ stream_seq_enable(PG_FUNCTION_ARGS)
 	column = NameStr(*PG_GETARG_NAME(1));
 	if (PG_NARGS() > 2 && !PG_ARGISNULL(2))
 		time_column = NameStr(*PG_GETARG_NAME(2));
+	/* an empty name is no column (and no identifier to add one by) */
+	if (column[0] == '\0' || (time_column != NULL && time_column[0] == '\0'))
+		ereport(ERROR,
+				(errcode(ERRCODE_INVALID_PARAMETER_VALUE),
+				 errmsg("column name must not be empty")));
 	stream_check_preloaded();
 
 	check_enable_target(relid);
@@ -798,7 +802,7 @@ stream_seq_enable(PG_FUNCTION_ARGS)
 			ereport(ERROR,
 					(errcode(ERRCODE_INSUFFICIENT_PRIVILEGE),
 					 errmsg("could not number every row of table \"%s\"",
-							get_rel_name(relid)),
+							stream_rel_name(relid)),
 					 errdetail("The rows stream_seq updated as the table's owner did not include " INT64_FORMAT " rows without a number.",
 							   unnumbered),
 					 errhint("Row-level security that applies to the table's owner (FORCE ROW LEVEL SECURITY) hides rows from it; disable it while enabling the stream.")));
@@ -1074,7 +1078,7 @@ stream_seq_disable(PG_FUNCTION_ARGS)
 		ereport(ERROR,
 				(errcode(ERRCODE_OBJECT_NOT_IN_PREREQUISITE_STATE),
 				 errmsg("cannot disable stream table \"%s\" because it has rows not yet numbered",
-						get_rel_name(relid)),
+						stream_rel_name(relid)),
 				 errdetail("This transaction inserted rows into it."),
 				 errhint("Commit them before disabling the stream.")));
 	ref = stream_lookup(relid, false);

@@ -83,7 +83,8 @@ check_parking_caller(FunctionCallInfo fcinfo, int nargs, const char *what)
 	relid = PG_GETARG_OID(0);
 	consumer = text_to_cstring(PG_GETARG_TEXT_PP(1));
 	stream_check_select(relid);
-	(void) stream_lookup(relid, false);
+	/* replay() and due() read the table next: lock it, check it again */
+	(void) stream_lookup_locked(relid, AccessShareLock);
 	(void) stream_consumer_lookup(relid, consumer, false, &owner, NULL);
 	stream_check_consumer_owner(relid, consumer, owner);
 	return consumer;
@@ -147,7 +148,7 @@ stream_seq_park(PG_FUNCTION_ARGS)
 		ereport(ERROR,
 				(errcode(ERRCODE_INVALID_PARAMETER_VALUE),
 				 errmsg("cannot park row " INT64_FORMAT " of stream table \"%s\"",
-						seq, get_rel_name(relid)),
+						seq, stream_rel_name(relid)),
 				 errdetail("The horizon is " INT64_FORMAT "; a parked row must be below it.",
 						   horizon)));
 	if (PG_NARGS() > 4 && !PG_ARGISNULL(4) &&

@@ -296,8 +296,7 @@ stream_lookup_target(Relation rel)
 static char *
 qualified(Oid relid)
 {
-	return quote_qualified_identifier(get_namespace_name(get_rel_namespace(relid)),
-									  get_rel_name(relid));
+	return stream_qualified_name(relid);
 }
 
 /*
@@ -515,7 +514,7 @@ partition_column(StreamRef *ref, Oid relid)
 
 	if (attnum == InvalidAttrNumber)
 		elog(ERROR, "partition \"%s\" has no column \"%s\"",
-			 get_rel_name(relid), column);
+			 stream_rel_name(relid), column);
 	return attnum;
 }
 
@@ -626,7 +625,7 @@ stream_check_attached(Oid stream, Oid relid)
 		ereport(ERROR,
 				(errcode(ERRCODE_OBJECT_NOT_IN_PREREQUISITE_STATE),
 				 errmsg("cannot attach stream table \"%s\" as a partition of stream table \"%s\"",
-						get_rel_name(relid), get_rel_name(stream)),
+						stream_rel_name(relid), stream_rel_name(stream)),
 				 errhint("Run stream_seq.disable() on it first, and attach it empty.")));
 	if (get_rel_relkind(relid) == RELKIND_PARTITIONED_TABLE)
 		query = psprintf("SELECT 1::pg_catalog.int8 FROM %s LIMIT 1", qualified(relid));
@@ -637,7 +636,7 @@ stream_check_attached(Oid stream, Oid relid)
 		ereport(ERROR,
 				(errcode(ERRCODE_OBJECT_NOT_IN_PREREQUISITE_STATE),
 				 errmsg("cannot attach table \"%s\" with rows to stream table \"%s\"",
-						get_rel_name(relid), get_rel_name(stream)),
+						stream_rel_name(relid), stream_rel_name(stream)),
 				 errdetail("Its rows were not numbered by the stream: readers could skip them or see a number twice."),
 				 errhint("Attach an empty table and insert the rows through the stream table.")));
 }
@@ -835,7 +834,7 @@ stream_check_partition(Oid stream, Oid relid, bool add_trigger)
 				(errcode(ERRCODE_INVALID_TABLE_DEFINITION),
 				 errmsg("column \"%s\" of partition \"%s\" of stream table \"%s\" cannot have NOT NULL or a default",
 						NameStr(att->attname), RelationGetRelationName(rel),
-						get_rel_name(stream)),
+						stream_rel_name(stream)),
 				 errdetail("Stream numbers are assigned at commit; rows hold NULL until then.")));
 	if (ref->time_attnum != InvalidAttrNumber)
 	{
@@ -848,21 +847,21 @@ stream_check_partition(Oid stream, Oid relid, bool add_trigger)
 					(errcode(ERRCODE_INVALID_TABLE_DEFINITION),
 					 errmsg("time column \"%s\" of partition \"%s\" of stream table \"%s\" cannot have NOT NULL or a default",
 							NameStr(att->attname), RelationGetRelationName(rel),
-							get_rel_name(stream)),
+							stream_rel_name(stream)),
 					 errdetail("The time column is written at commit, with the number; rows hold NULL until then.")));
 	}
 	if (rel->rd_rel->relpersistence != RELPERSISTENCE_PERMANENT)
 		ereport(ERROR,
 				(errcode(ERRCODE_FEATURE_NOT_SUPPORTED),
 				 errmsg("partition \"%s\" of stream table \"%s\" must be logged",
-						RelationGetRelationName(rel), get_rel_name(stream)),
+						RelationGetRelationName(rel), stream_rel_name(stream)),
 				 errdetail("A crash empties an unlogged table, and numbers must survive crashes.")));
 	if (rel->rd_rel->relkind != RELKIND_RELATION &&
 		rel->rd_rel->relkind != RELKIND_PARTITIONED_TABLE)
 		ereport(ERROR,
 				(errcode(ERRCODE_WRONG_OBJECT_TYPE),
 				 errmsg("partition \"%s\" of stream table \"%s\" is not an ordinary table",
-						RelationGetRelationName(rel), get_rel_name(stream))));
+						RelationGetRelationName(rel), stream_rel_name(stream))));
 	for (i = 0; rel->trigdesc != NULL && i < rel->trigdesc->numtriggers; i++)
 	{
 		Trigger    *trigger = &rel->trigdesc->triggers[i];
@@ -871,7 +870,7 @@ stream_check_partition(Oid stream, Oid relid, bool add_trigger)
 			ereport(ERROR,
 					(errcode(ERRCODE_OBJECT_NOT_IN_PREREQUISITE_STATE),
 					 errmsg("cannot disable the triggers of partition \"%s\" of stream table \"%s\"",
-							RelationGetRelationName(rel), get_rel_name(stream)),
+							RelationGetRelationName(rel), stream_rel_name(stream)),
 					 errdetail("Rows inserted without them would never get a number, and numbers replicated into the table would not move its counter."),
 					 errhint("Run stream_seq.disable() to stop numbering the table.")));
 	}
@@ -899,7 +898,7 @@ stream_check_partition(Oid stream, Oid relid, bool add_trigger)
 static List *
 range_partitions(Oid stream)
 {
-	Relation	rel = table_open(stream, AccessShareLock);
+	Relation	rel = stream_relation_open(stream, AccessShareLock);
 	PartitionKey key;
 	PartitionDesc desc;
 	List	   *result = NIL;
@@ -928,7 +927,7 @@ range_partitions(Oid stream)
 			ereport(ERROR,
 					(errcode(ERRCODE_FEATURE_NOT_SUPPORTED),
 					 errmsg("partition \"%s\" of stream table \"%s\" is partitioned",
-							get_rel_name(desc->oids[i]), RelationGetRelationName(rel)),
+							stream_rel_name(desc->oids[i]), RelationGetRelationName(rel)),
 					 errdetail("Sealing and dropping partitions work on one level of range partitions.")));
 		result = lappend_oid(result, desc->oids[i]);
 	}
@@ -1166,7 +1165,16 @@ partition_retention_start(FunctionCallInfo fcinfo, int nargs)
 	relid = PG_GETARG_OID(0);
 	aclresult = pg_class_aclcheck(relid, GetUserId(), ACL_DELETE);
 	if (aclresult != ACLCHECK_OK)
-		aclcheck_error(aclresult, OBJECT_TABLE, get_rel_name(relid));
+		aclcheck_error(aclresult, OBJECT_TABLE, stream_rel_name(relid));
+
+	/*
+	 * Checked again under a lock: a DROP TABLE or disable() this waited
+	 * for is the documented error.  The lock is released at once (held,
+	 * two sessions detaching partitions would deadlock on its upgrade);
+	 * the partitions are locked and checked again one by one below.
+	 */
+	stream_check_locked(relid, AccessShareLock);
+	UnlockRelationOid(relid, AccessShareLock);
 	return stream_lookup(relid, false);
 }
 
@@ -1209,15 +1217,19 @@ stream_seq_unseal_partition(PG_FUNCTION_ARGS)
 
 	stream_check_not_null(fcinfo, 1, "partition");
 	part = PG_GETARG_OID(0);
+	if (!SearchSysCacheExists1(RELOID, ObjectIdGetDatum(part)))
+		ereport(ERROR,
+				(errcode(ERRCODE_UNDEFINED_TABLE),
+				 errmsg("relation with OID %u does not exist", part)));
 	stream = stream_root_of(part);
 	if (!OidIsValid(stream))
 		ereport(ERROR,
 				(errcode(ERRCODE_WRONG_OBJECT_TYPE),
 				 errmsg("table \"%s\" is not a partition of a stream table",
-						get_rel_name(part) ? get_rel_name(part) : "?")));
+						stream_rel_name(part))));
 	aclresult = pg_class_aclcheck(stream, GetUserId(), ACL_DELETE);
 	if (aclresult != ACLCHECK_OK)
-		aclcheck_error(aclresult, OBJECT_TABLE, get_rel_name(stream));
+		aclcheck_error(aclresult, OBJECT_TABLE, stream_rel_name(stream));
 	if (!OidIsValid(partition_range_table()))
 		PG_RETURN_BOOL(false);
 	LockRelationOid(part, ShareUpdateExclusiveLock);
@@ -1548,6 +1560,14 @@ stream_seq_page_source(PG_FUNCTION_ARGS)
 	after = PG_GETARG_INT64(1);
 	if (PG_NARGS() > 2 && !PG_ARGISNULL(2))
 		max_rows = Max(PG_GETARG_INT32(2), 1);
+
+	/*
+	 * Callable by any role (the readers that use it run as their caller):
+	 * it must name a stream the caller may read, checked under the lock the
+	 * page's query takes anyway, before any name of it is used.
+	 */
+	stream_check_locked(relid, AccessShareLock);
+	stream_check_select(relid);
 	if (get_rel_relkind(relid) != RELKIND_PARTITIONED_TABLE)
 		PG_RETURN_TEXT_P(cstring_to_text(stream_source(relid)));
 

@@ -140,7 +140,7 @@ stream_seq_replica_trigger(PG_FUNCTION_ARGS)
 			ereport(ERROR,
 					(errcode(ERRCODE_GENERATED_ALWAYS),
 					 errmsg("cannot remove the number of a row of stream table \"%s\"",
-							get_rel_name(target->stream)),
+							stream_rel_name(target->stream)),
 					 errdetail("Readers may have passed the row by its number.")));
 		/* most replicated updates leave the number as it was */
 		if (isnull || (!old_isnull &&
@@ -160,7 +160,7 @@ stream_seq_replica_trigger(PG_FUNCTION_ARGS)
 		ereport(ERROR,
 				(errcode(ERRCODE_OBJECT_NOT_IN_PREREQUISITE_STATE),
 				 errmsg("cannot insert a row without a number into stream table \"%s\" while session_replication_role is \"replica\"",
-						get_rel_name(target->stream)),
+						stream_rel_name(target->stream)),
 				 errdetail("Stream numbers are assigned at commit by triggers that do not fire in replica mode; the row would never get one."),
 				 errhint("Insert the row with session_replication_role = origin, or give it the number it has where it came from.")));
 	return PointerGetDatum(tuple);
@@ -198,7 +198,7 @@ stream_check_pglogical(Relation rel, Oid stream)
 		ereport(ERROR,
 				(errcode(ERRCODE_OBJECT_NOT_IN_PREREQUISITE_STATE),
 				 errmsg("stream table \"%s\" is in pglogical replication set \"%s\", which replicates inserts but not updates",
-						get_rel_name(stream), set_name),
+						stream_rel_name(stream), set_name),
 				 errdetail("Stream numbers are written by an update at commit; subscribers would get the rows without them."),
 				 errhint("Add the table to a replication set that replicates updates too (pglogical's \"default\"), and remove it from \"%s\".",
 						 set_name)));

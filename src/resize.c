@@ -487,10 +487,9 @@ new_slot_index(Oid relid, const char *consumer, const char *old_expr,
 						   old_expr)));
 	expr = psprintf("%.*s, %d)", (int) (len - slen), old_expr, slots);
 
-	table = quote_qualified_identifier(get_namespace_name(get_rel_namespace(relid)),
-									   get_rel_name(relid));
+	table = stream_qualified_name(relid);
 	column = get_attname(relid, ref->seq_attnum, false);
-	base = psprintf("%s_%s_s%d_idx", stream_clip_name(get_rel_name(relid), 26),
+	base = psprintf("%s_%s_s%d_idx", stream_clip_name(stream_rel_name(relid), 26),
 					stream_clip_name(consumer, 20), slots);
 	index_name = base;
 	while (OidIsValid(get_relname_relid(index_name, get_rel_namespace(relid))))
@@ -559,7 +558,7 @@ stream_seq_resize_group(PG_FUNCTION_ARGS)
 				 errmsg("a group must have between 1 and %d slots", RESIZE_MAX_SLOTS)));
 	(void) stream_lookup(relid, false);
 	if (!pg_class_ownercheck(relid, GetUserId()))
-		aclcheck_error(ACLCHECK_NOT_OWNER, OBJECT_TABLE, get_rel_name(relid));
+		aclcheck_error(ACLCHECK_NOT_OWNER, OBJECT_TABLE, stream_rel_name(relid));
 	stream_check_select(relid);
 	(void) stream_consumer_lookup(relid, consumer, false, &owner, &current);
 	stream_check_consumer_owner(relid, consumer, owner);
@@ -567,7 +566,7 @@ stream_seq_resize_group(PG_FUNCTION_ARGS)
 		ereport(ERROR,
 				(errcode(ERRCODE_OBJECT_NOT_IN_PREREQUISITE_STATE),
 				 errmsg("consumer \"%s\" of stream table \"%s\" is not a group",
-						consumer, get_rel_name(relid)),
+						consumer, stream_rel_name(relid)),
 				 errhint("Only a group made by stream_seq.create_group() has slots to resize.")));
 	if (!stream_resize_supported())
 		ereport(ERROR,
@@ -592,8 +591,11 @@ stream_seq_resize_group(PG_FUNCTION_ARGS)
 	stream_catalog_exec("SELECT slots::pg_catalog.int8 FROM stream_seq.consumer "
 						"WHERE stream = $1 AND consumer = $2 FOR NO KEY UPDATE",
 						2, argtypes, values, state, 1, &found);
-	if (!found)
-		elog(ERROR, "group \"%s\" is missing", consumer);
+	if (!found)					/* dropped (or its stream) while waited for */
+		ereport(ERROR,
+				(errcode(ERRCODE_UNDEFINED_OBJECT),
+				 errmsg("consumer \"%s\" of stream table \"%s\" does not exist",
+						consumer, stream_rel_name(relid))));
 	current = (int) state[0];
 	stream_catalog_exec("SELECT resize_to::pg_catalog.int8 FROM stream_seq.consumer "
 						"WHERE stream = $1 AND consumer = $2 AND resize_to IS NOT NULL",

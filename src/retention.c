@@ -41,14 +41,14 @@ stream_check_trim(StreamRef *ref, int64 before, bool force)
 
 	aclresult = pg_class_aclcheck(ref->relid, GetUserId(), ACL_DELETE);
 	if (aclresult != ACLCHECK_OK)
-		aclcheck_error(aclresult, OBJECT_TABLE, get_rel_name(ref->relid));
+		aclcheck_error(aclresult, OBJECT_TABLE, stream_rel_name(ref->relid));
 
 	horizon = stream_statement_horizon(ref);
 	if (before > horizon)
 		ereport(ERROR,
 				(errcode(ERRCODE_INVALID_PARAMETER_VALUE),
 				 errmsg("cannot trim stream table \"%s\" up to " INT64_FORMAT,
-						get_rel_name(ref->relid), before),
+						stream_rel_name(ref->relid), before),
 				 errdetail("The horizon is " INT64_FORMAT "; rows at or above it may not have been read yet.",
 						   horizon)));
 	if (!force && stream_slowest_consumer(ref->relid, &consumer, &position) &&
@@ -56,7 +56,7 @@ stream_check_trim(StreamRef *ref, int64 before, bool force)
 		ereport(ERROR,
 				(errcode(ERRCODE_OBJECT_NOT_IN_PREREQUISITE_STATE),
 				 errmsg("cannot trim stream table \"%s\" past consumer \"%s\"",
-						get_rel_name(ref->relid), consumer),
+						stream_rel_name(ref->relid), consumer),
 				 errdetail("The consumer has finished up to " INT64_FORMAT ".", position),
 				 errhint("Advance or drop the consumer, or pass force => true.")));
 }
@@ -88,7 +88,8 @@ stream_seq_trim(PG_FUNCTION_ARGS)
 	before = PG_GETARG_INT64(1);
 	force = PG_GETARG_BOOL(2);
 
-	ref = stream_lookup(relid, false);
+	/* the lock the DELETE takes, first: a stream dropped meanwhile is 42P01 */
+	ref = stream_lookup_locked(relid, RowExclusiveLock);
 	stream_check_trim(ref, before, force);
 	stream_catalog_record_start(relid, before);
 	if (!force)

@@ -162,10 +162,9 @@ static void
 check_policy_owner(Oid relid)
 {
 	check_policy_table();
-	if (!stream_catalog_has(relid))
-		(void) stream_lookup(relid, false); /* reports what it is not */
+	stream_check_locked(relid, NoLock);	/* reports what it is not */
 	if (!pg_class_ownercheck(relid, GetUserId()))
-		aclcheck_error(ACLCHECK_NOT_OWNER, OBJECT_TABLE, get_rel_name(relid));
+		aclcheck_error(ACLCHECK_NOT_OWNER, OBJECT_TABLE, stream_rel_name(relid));
 }
 
 /*
@@ -276,7 +275,7 @@ stream_seq_set_retention(PG_FUNCTION_ARGS)
 			ereport(ERROR,
 					(errcode(ERRCODE_OBJECT_NOT_IN_PREREQUISITE_STATE),
 					 errmsg("stream table \"%s\" has no time column",
-							get_rel_name(relid)),
+							stream_rel_name(relid)),
 					 errdetail("keep_for needs the commit times of rows, or partitions by time."),
 					 errhint("Enable the stream with a time column, or use keep_rows.")));
 	}
@@ -658,7 +657,7 @@ run_policy(Oid relid, bool by_worker, TupleDesc tupdesc, bool *found)
 		ereport(WARNING,
 				(errcode(edata->sqlerrcode),
 				 errmsg("retention policy of stream table \"%s\" failed: %s",
-						get_rel_name(relid) ? get_rel_name(relid) : "?",
+						stream_rel_name(relid),
 						run.error),
 				 by_worker ?
 				 errcontext("retention worker for database \"%s\"",
@@ -700,7 +699,7 @@ stream_seq_apply_retention(PG_FUNCTION_ARGS)
 		ereport(ERROR,
 				(errcode(ERRCODE_UNDEFINED_OBJECT),
 				 errmsg("stream table \"%s\" has no retention policy",
-						get_rel_name(relid))));
+						stream_rel_name(relid))));
 	PG_RETURN_DATUM(result);
 }
 

@@ -1009,7 +1009,7 @@ report_list_full(StreamRef *ref)
 	ereport(ERROR,
 			(errcode(ERRCODE_CONFIGURATION_LIMIT_EXCEEDED),
 			 errmsg("too many transactions are committing on stream table \"%s\"",
-					get_rel_name(ref->relid)),
+					stream_rel_name(ref->relid)),
 			 errhint("Increase \"stream_seq.max_tracked_xacts\" and restart the server.")));
 }
 

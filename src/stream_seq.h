@@ -22,6 +22,7 @@
 #include "access/rmgr.h"
 #include "access/xlogdefs.h"
 #include "storage/condition_variable.h"
+#include "storage/lockdefs.h"
 #include "utils/relcache.h"
 #include "utils/reltrigger.h"
 #include "utils/snapshot.h"
@@ -272,6 +273,12 @@ extern bool stream_pglogical_installed(void);
 extern bool stream_trigger_function_installed(const char *name);
 extern bool stream_table_has_triggers(Oid relid);
 extern StreamRef *stream_lookup(Oid relid, bool missing_ok);
+extern char *stream_rel_name(Oid relid);
+extern void stream_report_not_stream(Oid relid);
+extern void stream_check_locked(Oid relid, LOCKMODE lockmode);
+extern StreamRef *stream_lookup_locked(Oid relid, LOCKMODE lockmode);
+extern Relation stream_relation_open(Oid relid, LOCKMODE lockmode);
+extern char *stream_qualified_name(Oid relid);
 extern Oid	stream_catalog_relid(bool missing_ok);
 extern char *stream_source(Oid relid);
 extern char *stream_clip_name(const char *name, int max_bytes);
