@@ -479,73 +479,14 @@ BEGIN
 END;
 $function$;
 
-CREATE OR REPLACE FUNCTION stream_seq.due(stream regclass, consumer text, max_rows integer DEFAULT 100)
- RETURNS TABLE(seq bigint, "row" jsonb, reason text, attempts integer)
- LANGUAGE plpgsql
- SET search_path TO 'pg_catalog', 'pg_temp'
-AS $function$
-DECLARE
-    col name;
-    seqs bigint[];
-    reasons text[];
-    tries integer[];
-BEGIN
-    -- taken first, by a statement whose plan is kept: a worker calls this
-    -- every loop, and usually nothing is due
-    SELECT pg_catalog.array_agg(p.seq ORDER BY p.seq),
-           pg_catalog.array_agg(p.reason ORDER BY p.seq),
-           pg_catalog.array_agg(p.attempts ORDER BY p.seq)
-      INTO seqs, reasons, tries
-      FROM stream_seq._take_parked(stream, consumer, max_rows, true) p;
-    IF seqs IS NULL THEN
-        RETURN;
-    END IF;
-    SELECT i.seq_column INTO col FROM stream_seq._stream_info(stream) i;
-    RETURN QUERY EXECUTE format(
-        'SELECT p.seq, (SELECT pg_catalog.to_jsonb(t) FROM %1$s %2$s t WHERE t.%3$I = p.seq), '
-        '       p.reason, p.attempts '
-        '  FROM ROWS FROM (pg_catalog.unnest($1), pg_catalog.unnest($2), pg_catalog.unnest($3)) '
-        '       AS p(seq, reason, attempts) '
-        ' ORDER BY p.seq',
-        CASE WHEN (SELECT c.relkind FROM pg_catalog.pg_class c
-                    WHERE c.oid = stream) = 'p' THEN '' ELSE 'ONLY' END,
-        stream, col)
-      USING seqs, reasons, tries;
-END;
-$function$;
-
-CREATE OR REPLACE FUNCTION stream_seq.replay(stream regclass, consumer text, max_rows integer DEFAULT 100)
- RETURNS TABLE(seq bigint, "row" jsonb, reason text, attempts integer)
- LANGUAGE plpgsql
- SET search_path TO 'pg_catalog', 'pg_temp'
-AS $function$
-DECLARE
-    col name;
-BEGIN
-    IF stream IS NULL OR consumer IS NULL THEN
-        -- _take_parked() says what is wrong
-        PERFORM stream_seq._take_parked(stream, consumer, max_rows);
-    END IF;
-    SELECT i.seq_column INTO col FROM stream_seq._stream_info(stream) i;
-    RETURN QUERY EXECUTE format(
-        'SELECT p.seq, (SELECT pg_catalog.to_jsonb(t) FROM %1$s %2$s t WHERE t.%3$I = p.seq), '
-        '       p.reason, p.attempts '
-        '  FROM stream_seq._take_parked($1, $2, $3) p '
-        ' ORDER BY p.seq',
-        CASE WHEN (SELECT c.relkind FROM pg_catalog.pg_class c
-                    WHERE c.oid = stream) = 'p' THEN '' ELSE 'ONLY' END,
-        stream, col)
-      USING stream, consumer, max_rows;
-END;
-$function$;
-
 -- ---------------------------------------------------------------------
 -- Section C: retries, parking and resizing
 -- ---------------------------------------------------------------------
 
 -- due() and replay() check their arguments before any statement of theirs
 -- runs, so that a bad one gets an error without the internal SQL as its
--- context.  due() is otherwise as in 0.5.0.
+-- context, and take the stream's catalog row from _stream_info() as the
+-- other readers do (Section B).
 CREATE OR REPLACE FUNCTION stream_seq.due(stream regclass, consumer text,
                                           max_rows integer DEFAULT 100)
   RETURNS TABLE (seq bigint, "row" jsonb, reason text, attempts integer)
@@ -576,7 +517,7 @@ BEGIN
     IF seqs IS NULL THEN
         RETURN;
     END IF;
-    SELECT s.seq_column INTO col FROM stream_seq.stream s WHERE s.relid = stream;
+    SELECT i.seq_column INTO col FROM stream_seq._stream_info(stream) i;
     RETURN QUERY EXECUTE format(
         'SELECT p.seq, (SELECT pg_catalog.to_jsonb(t) FROM %1$s %2$s t WHERE t.%3$I = p.seq), '
         '       p.reason, p.attempts '
@@ -607,11 +548,9 @@ BEGIN
         RAISE EXCEPTION 'max_rows must be at least 1'
           USING ERRCODE = 'invalid_parameter_value';
     END IF;
-    SELECT s.seq_column INTO col FROM stream_seq.stream s WHERE s.relid = stream;
-    IF col IS NULL THEN
-        -- _take_parked() says what is wrong: not a stream table
-        PERFORM stream_seq._take_parked(stream, consumer, max_rows);
-    END IF;
+    -- the catalog row of a stream the caller may read (42P01, 42809, 42501
+    -- otherwise), as the other readers take it
+    SELECT i.seq_column INTO col FROM stream_seq._stream_info(stream) i;
     RETURN QUERY EXECUTE format(
         'SELECT p.seq, (SELECT pg_catalog.to_jsonb(t) FROM %1$s %2$s t WHERE t.%3$I = p.seq), '
         '       p.reason, p.attempts '
