@@ -347,6 +347,17 @@ RESET ROLE;
 REVOKE ALL ON pev FROM resize_other;
 REVOKE ALL ON SCHEMA stream_seq FROM resize_other;
 DROP ROLE resize_other;
+-- a partitioned stream: CREATE INDEX CONCURRENTLY does not support
+-- partitioned tables; resize_group() builds the index itself
+CREATE TABLE ppev (k int NOT NULL, seq bigint) PARTITION BY LIST (k);
+CREATE TABLE ppev_1 PARTITION OF ppev FOR VALUES IN (1);
+SELECT stream_seq.enable('ppev');
+SELECT stream_seq.create_group('ppev', 'pg', 'k', 2);
+SELECT stream_seq.resize_index('ppev', 'pg', 4);
+\echo :LAST_ERROR_SQLSTATE
+SELECT stream_seq.resize_group('ppev', 'pg', 4) AS switched;
+SELECT stream_seq.disable('ppev');
+DROP TABLE ppev;
 -- disable() drops every index the groups made or adopted
 SELECT stream_seq.disable('pev');
 SELECT array_agg(indexrelid::regclass::text) AS left_over FROM pg_index WHERE indrelid = 'pev'::regclass;
