@@ -73,6 +73,16 @@
  * table locks are held until the caller commits: call it in a transaction
  * of its own.
  *
+ * An index built beforehand.  CREATE INDEX CONCURRENTLY cannot run in a
+ * function, so resize_index() returns the statement of the index a resize
+ * would build, for the table's owner to run first; resize_group() then
+ * adopts an index that is exactly that one (find_slot_index()) instead of
+ * building one, and takes no SHARE lock: writers wait for nothing.  It
+ * locks the adopted index in SHARE UPDATE EXCLUSIVE mode (no writer or
+ * reader conflicts with it) so that no other resize adopts it too, and
+ * never adopts an index a group uses, is pending for or has retired: each
+ * group's indexes are dropped with it, so none may be another's.
+ *
  * One resize at a time: resize_group() to another count while one is
  * pending fails (SQLSTATE 55000); to the pending count it does nothing
  * more than try the switch; to the current count it cancels the pending
