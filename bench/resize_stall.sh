@@ -7,7 +7,10 @@
 # open for 2.5 s and at 6 s resize_group() of a second group drops the
 # index its finished resize left.  Prints the longest and the p99 INSERT
 # latency and how long each resize_group() call took.
-#   sh bench/resize_stall.sh /path/to/bin [rows]
+# With PREBUILD=1 the index of the resize to 8 slots is built first with
+# the statement resize_index() returns (CREATE INDEX CONCURRENTLY), and
+# resize_group() adopts it instead of building one.
+#   [PREBUILD=1] sh bench/resize_stall.sh /path/to/bin [rows]
 # Runs its own server in a temporary directory (as the calling user, who
 # must not be root), and removes it.
 set -e
@@ -46,6 +49,11 @@ SELECT stream_seq.resize_group('ev', 'g2', 2);
 SELECT count(*) FROM stream_seq.claim('ev', 'g', 'w1', '1 hour');
 VACUUM ANALYZE ev;
 SQL
+if [ "${PREBUILD:-0}" = 1 ]; then
+  $P >/dev/null <<'SQL'
+SELECT stream_seq.resize_index('ev', 'g', 8) \gexec
+SQL
+fi
 echo "INSERT INTO ev (k, payload) VALUES (random() * 1000, 'new');" > "$DIR/insert.sql"
 (cd "$DIR" && "$BIN/pgbench" -n -c 2 -T 9 -f insert.sql -l --log-prefix=lat >/dev/null 2>&1) &
 PGB=$!
@@ -59,6 +67,7 @@ sleep 0.5
 $P -c '\timing on' -c "SELECT stream_seq.resize_group('ev', 'g2', 2);" | sed -n 's/^Time: /resize_group() dropping the retired index (a reader open 2.5 s): /p'
 wait $PGB
 wait
+$P -c "SELECT 'index of the resize to 8 slots: ' || coalesce(resize_index, slot_index) FROM stream_seq.consumer WHERE consumer = 'g'"
 # the longest, and the longest of those that began after the first second
 # (the resizes start at 2 s and 6 s; the first inserts warm the caches)
 cat "$DIR"/lat* | awk '{printf "%d %.6f\n", $3, $5 + $6 / 1e6 - $3 / 1e6}' > "$DIR/all"

@@ -281,3 +281,84 @@ SELECT bool_and(pg_catalog.convert_from(pg_catalog.textsend(slot_index), 'UTF8')
   FROM stream_seq.consumer;
 \c :regress_db
 DROP DATABASE stream_seq_utf8;
+
+-- an index built beforehand: resize_index() prints the statement, the
+-- table's owner runs it with \gexec (CONCURRENTLY, at top level), and
+-- resize_group() adopts that index instead of building one
+CREATE TABLE pev (id bigserial, k int);
+SELECT stream_seq.enable('pev');
+SELECT stream_seq.create_group('pev', 'pg', 'k', 2);
+SELECT stream_seq.create_group('pev', 'ph', 'k', 2);
+SELECT stream_seq.create_consumer('pev', 'plain');
+SELECT stream_seq.resize_index('pev', 'pg', 4);
+SELECT stream_seq.resize_index('pev', 'pg', 4) \gexec
+-- built: nothing more to build, for this group or another of that count
+SELECT stream_seq.resize_index('pev', 'pg', 4) IS NULL AS none_needed,
+       stream_seq.resize_index('pev', 'ph', 4) IS NULL AS none_for_ph;
+-- to the current count: none either
+SELECT stream_seq.resize_index('pev', 'pg', 2) IS NULL AS same_count;
+SELECT array_agg(indexrelid::regclass::text ORDER BY indexrelid::regclass::text) AS before
+  FROM pg_index WHERE indrelid = 'pev'::regclass;
+SELECT stream_seq.resize_group('pev', 'pg', 4) AS switched;
+SELECT slot_index, resize_index FROM stream_seq.consumer WHERE consumer = 'pg';
+-- no index was built (the old one is retired, not yet dropped)
+SELECT array_agg(indexrelid::regclass::text ORDER BY indexrelid::regclass::text) AS after
+  FROM pg_index WHERE indrelid = 'pev'::regclass;
+-- the adopted index is pg's: ph gets a statement for an index of its own
+SELECT stream_seq.resize_index('pev', 'ph', 4);
+-- an invalid index, as a failed CREATE INDEX CONCURRENTLY leaves, is not
+-- adopted: resize_group() builds another
+SELECT stream_seq.resize_index('pev', 'ph', 4) \gexec
+UPDATE pg_index SET indisvalid = false WHERE indexrelid = 'pev_ph_s4_idx'::regclass;
+SELECT stream_seq.resize_index('pev', 'ph', 4);
+SELECT stream_seq.resize_group('pev', 'ph', 4) AS switched;
+SELECT slot_index FROM stream_seq.consumer WHERE consumer = 'ph';
+DROP INDEX pev_ph_s4_idx;
+-- errors, as resize_group()'s
+SELECT stream_seq.resize_index(NULL, 'pg', 8);
+\echo :LAST_ERROR_SQLSTATE
+SELECT stream_seq.resize_index('pev', NULL, 8);
+\echo :LAST_ERROR_SQLSTATE
+SELECT stream_seq.resize_index('pev', 'pg', NULL);
+\echo :LAST_ERROR_SQLSTATE
+SELECT stream_seq.resize_index('pev', 'pg', 0);
+\echo :LAST_ERROR_SQLSTATE
+SELECT stream_seq.resize_index('pev', 'pg', 1025);
+\echo :LAST_ERROR_SQLSTATE
+SELECT stream_seq.resize_index('pev', 'pg', -2147483648);
+\echo :LAST_ERROR_SQLSTATE
+SELECT stream_seq.resize_index('pev', 'pg', 2147483647);
+\echo :LAST_ERROR_SQLSTATE
+SELECT stream_seq.resize_index('pev', 'nobody', 8);
+\echo :LAST_ERROR_SQLSTATE
+SELECT stream_seq.resize_index('pev', 'plain', 8);
+\echo :LAST_ERROR_SQLSTATE
+SELECT stream_seq.resize_index('pg_class', 'pg', 8);
+\echo :LAST_ERROR_SQLSTATE
+SELECT stream_seq.resize_index(0, 'pg', 8);
+\echo :LAST_ERROR_SQLSTATE
+CREATE ROLE resize_other;
+GRANT USAGE ON SCHEMA stream_seq TO resize_other;
+GRANT SELECT ON pev TO resize_other;
+SET ROLE resize_other;
+SELECT stream_seq.resize_index('pev', 'pg', 8);
+\echo :LAST_ERROR_SQLSTATE
+RESET ROLE;
+REVOKE ALL ON pev FROM resize_other;
+REVOKE ALL ON SCHEMA stream_seq FROM resize_other;
+DROP ROLE resize_other;
+-- a partitioned stream: CREATE INDEX CONCURRENTLY does not support
+-- partitioned tables; resize_group() builds the index itself
+CREATE TABLE ppev (k int NOT NULL, seq bigint) PARTITION BY LIST (k);
+CREATE TABLE ppev_1 PARTITION OF ppev FOR VALUES IN (1);
+SELECT stream_seq.enable('ppev');
+SELECT stream_seq.create_group('ppev', 'pg', 'k', 2);
+SELECT stream_seq.resize_index('ppev', 'pg', 4);
+\echo :LAST_ERROR_SQLSTATE
+SELECT stream_seq.resize_group('ppev', 'pg', 4) AS switched;
+SELECT stream_seq.disable('ppev');
+DROP TABLE ppev;
+-- disable() drops every index the groups made or adopted
+SELECT stream_seq.disable('pev');
+SELECT array_agg(indexrelid::regclass::text) AS left_over FROM pg_index WHERE indrelid = 'pev'::regclass;
+DROP TABLE pev;

@@ -563,6 +563,17 @@ BEGIN
 END;
 $$;
 
+-- resize_index() prints the CREATE INDEX CONCURRENTLY statement of the
+-- index resize_group() would build, for the table's owner to run first
+-- (CONCURRENTLY cannot run in a function); resize_group() then adopts that
+-- index and writers never wait for a build (src/resize.c).
+CREATE FUNCTION stream_seq.resize_index(stream regclass, consumer text, slots integer)
+  RETURNS text
+  AS 'MODULE_PATHNAME', 'stream_seq_resize_index'
+  LANGUAGE C VOLATILE;
+COMMENT ON FUNCTION stream_seq.resize_index(regclass, text, integer) IS
+  'the CREATE INDEX CONCURRENTLY statement of the index resize_group() to this count would build; run it first and resize_group() adopts the index; NULL if none is needed';
+
 -- ---------------------------------------------------------------------
 -- Section D: partitions, times, upgrades
 -- ---------------------------------------------------------------------

@@ -73,6 +73,16 @@
  * table locks are held until the caller commits: call it in a transaction
  * of its own.
  *
+ * An index built beforehand.  CREATE INDEX CONCURRENTLY cannot run in a
+ * function, so resize_index() returns the statement of the index a resize
+ * would build, for the table's owner to run first; resize_group() then
+ * adopts an index that is exactly that one (find_slot_index()) instead of
+ * building one, and takes no SHARE lock: writers wait for nothing.  It
+ * locks the adopted index in SHARE UPDATE EXCLUSIVE mode (no writer or
+ * reader conflicts with it) so that no other resize adopts it too, and
+ * never adopts an index a group uses, is pending for or has retired: each
+ * group's indexes are dropped with it, so none may be another's.
+ *
  * One resize at a time: resize_group() to another count while one is
  * pending fails (SQLSTATE 55000); to the pending count it does nothing
  * more than try the switch; to the current count it cancels the pending
@@ -85,6 +95,7 @@
 
 #include "access/htup_details.h"
 #include "access/xact.h"
+#include "catalog/pg_class.h"
 #include "catalog/pg_inherits.h"
 #include "catalog/pg_type.h"
 #include "fmgr.h"
@@ -102,6 +113,7 @@
 #include "stream_seq.h"
 
 PG_FUNCTION_INFO_V1(stream_seq_resize_group);
+PG_FUNCTION_INFO_V1(stream_seq_resize_index);
 
 /* As in group.c: slots per group. */
 #define RESIZE_MAX_SLOTS 1024
@@ -456,27 +468,36 @@ stream_resize_removed_slot(Oid relid, const char *consumer, int slot)
 }
 
 /*
- * new_slot_index
- *		Create the index of the group's slot expression for "slots" slots,
- *		as the caller (who owns the table), and return its OID.  The new
- *		expression is the old one, as PostgreSQL prints the index column,
- *		with the count changed: slot_of((key)::text, n).
+ * SlotIndexPlan
+ *		The index a resize of a group to a new slot count needs: what
+ *		resize_group() builds, resize_index() prints for a build beforehand,
+ *		and an index built beforehand must be to be adopted.
  */
-static Oid
-new_slot_index(Oid relid, const char *consumer, const char *old_expr,
-			   int old_slots, int slots)
+typedef struct SlotIndexPlan
+{
+	char	   *expr;			/* the new slot expression, as printed */
+	char	   *name;			/* a name no relation of the schema has */
+	char	   *table;			/* the stream table, qualified */
+	char	   *column;			/* its seq column */
+	AttrNumber	attnum;			/* and that column's number */
+} SlotIndexPlan;
+
+/*
+ * plan_slot_index
+ *		Work out the index of the group's slot expression for "slots" slots.
+ *		The new expression is the old one, as PostgreSQL prints the index
+ *		column, with the count changed: slot_of((key)::text, n).
+ */
+static void
+plan_slot_index(Oid relid, const char *consumer, const char *old_expr,
+				int old_slots, int slots, SlotIndexPlan *plan)
 {
 	StreamRef  *ref = stream_lookup(relid, false);
 	char	   *suffix = psprintf(", %d)", old_slots);
 	size_t		len = strlen(old_expr);
 	size_t		slen = strlen(suffix);
-	char	   *expr;
-	char	   *table;
-	char	   *column;
-	char	   *index_name;
 	char	   *base;
 	int			n = 0;
-	Oid			index;
 
 	if (len <= slen || strcmp(old_expr + len - slen, suffix) != 0 ||
 		strncmp(old_expr, "stream_seq.slot_of(", 19) != 0)
@@ -485,20 +506,130 @@ new_slot_index(Oid relid, const char *consumer, const char *old_expr,
 				 errmsg("could not resize group \"%s\"", consumer),
 				 errdetail("Its slot expression \"%s\" is not the one create_group() makes.",
 						   old_expr)));
-	expr = psprintf("%.*s, %d)", (int) (len - slen), old_expr, slots);
-
-	table = stream_qualified_name(relid);
-	column = get_attname(relid, ref->seq_attnum, false);
+	plan->expr = psprintf("%.*s, %d)", (int) (len - slen), old_expr, slots);
+	plan->table = stream_qualified_name(relid);
+	plan->attnum = ref->seq_attnum;
+	plan->column = get_attname(relid, ref->seq_attnum, false);
 	base = psprintf("%s_%s_s%d_idx", stream_clip_name(stream_rel_name(relid), 26),
 					stream_clip_name(consumer, 20), slots);
-	index_name = base;
-	while (OidIsValid(get_relname_relid(index_name, get_rel_namespace(relid))))
-		index_name = psprintf("%s%d", base, ++n);
+	plan->name = base;
+	while (OidIsValid(get_relname_relid(plan->name, get_rel_namespace(relid))))
+		plan->name = psprintf("%s%d", base, ++n);
+}
+
+/*
+ * slot_index_statement
+ *		The CREATE INDEX statement of a plan, CONCURRENTLY or not.
+ */
+static char *
+slot_index_statement(const SlotIndexPlan *plan, bool concurrently)
+{
+	return psprintf("CREATE INDEX %s%s ON %s ((%s), %s) WHERE %s IS NOT NULL",
+					concurrently ? "CONCURRENTLY " : "",
+					quote_identifier(plan->name), plan->table, plan->expr,
+					quote_identifier(plan->column), quote_identifier(plan->column));
+}
+
+/*
+ * find_slot_index
+ *		An index of the table that is exactly the one a plan describes
+ *		(btree, not unique, the new expression and the seq column in
+ *		ascending order with the default operator classes, the same
+ *		predicate), valid, ready and live, with OID above "after", and that
+ *		no group of the stream uses, is pending for or has retired: those
+ *		are dropped with their group, so one index is never two groups'.
+ *		Read in the latest snapshot (a resize that adopted an index and
+ *		committed is seen).  InvalidOid if there is none.  An invalid index
+ *		left by a failed CREATE INDEX CONCURRENTLY is never one.
+ */
+static Oid
+find_slot_index(Oid relid, const SlotIndexPlan *plan, Oid after)
+{
+	Oid			argtypes[5] = {OIDOID, TEXTOID, INT2OID, TEXTOID, OIDOID};
+	Datum		values[5];
+	int64		found_oid;
+	bool		found;
+
+	values[0] = ObjectIdGetDatum(relid);
+	values[1] = CStringGetTextDatum(plan->expr);
+	values[2] = Int16GetDatum(plan->attnum);
+	values[3] = CStringGetTextDatum(psprintf("(%s IS NOT NULL)",
+											 quote_identifier(plan->column)));
+	values[4] = ObjectIdGetDatum(after);
+	stream_catalog_exec_latest("SELECT i.indexrelid::pg_catalog.int8 "
+							   "FROM pg_catalog.pg_index i "
+							   "JOIN pg_catalog.pg_class c ON c.oid = i.indexrelid "
+							   "JOIN pg_catalog.pg_am a ON a.oid = c.relam "
+							   "WHERE i.indrelid = $1 AND i.indexrelid > $5 "
+							   "AND a.amname = 'btree' AND c.relkind = 'i' "
+							   "AND i.indnatts = 2 AND i.indnkeyatts = 2 "
+							   "AND NOT i.indisunique AND NOT i.indisexclusion "
+							   "AND i.indisvalid AND i.indisready AND i.indislive "
+							   "AND i.indkey[0] = 0 AND i.indkey[1] = $3 "
+							   "AND i.indoption[0] = 0 AND i.indoption[1] = 0 "
+							   "AND (SELECT pg_catalog.bool_and(o.opcdefault) "
+							   "       FROM pg_catalog.pg_opclass o "
+							   "      WHERE o.oid = ANY (i.indclass::pg_catalog.oid[])) "
+							   "AND pg_catalog.pg_get_indexdef(i.indexrelid, 1, false) = $2 "
+							   "AND pg_catalog.pg_get_expr(i.indpred, i.indrelid) = $4 "
+							   "AND NOT EXISTS (SELECT 1 FROM stream_seq.consumer k "
+							   "  WHERE k.stream::pg_catalog.oid = $1 "
+							   "    AND (pg_catalog.to_regclass(k.slot_index) = i.indexrelid "
+							   "      OR pg_catalog.to_regclass(k.resize_index) = i.indexrelid "
+							   "      OR i.indexrelid::pg_catalog.regclass = ANY ("
+							   "           SELECT pg_catalog.to_regclass(r) FROM pg_catalog.unnest("
+							   "             pg_catalog.string_to_array(k.retired_index, pg_catalog.chr(1))) r))) "
+							   "ORDER BY i.indexrelid LIMIT 1",
+							   5, argtypes, values, &found_oid, 1, &found);
+	return found ? (Oid) found_oid : InvalidOid;
+}
+
+/*
+ * adopt_slot_index
+ *		Take for the resize an index built beforehand (resize_index()), so
+ *		that no build, and no SHARE lock that would keep writers out while
+ *		it runs, is needed.  The index is locked in SHARE UPDATE EXCLUSIVE
+ *		mode, which writers and readers do not conflict with but another
+ *		resize adopting it does, and is looked for again under that lock:
+ *		so two groups never take one index.  Returns InvalidOid if there is
+ *		none to adopt.
+ */
+static Oid
+adopt_slot_index(Oid relid, const SlotIndexPlan *plan)
+{
+	Oid			after = InvalidOid;
+
+	for (;;)
+	{
+		Oid			index = find_slot_index(relid, plan, after);
+
+		if (!OidIsValid(index))
+			return InvalidOid;
+		if (ConditionalLockRelationOid(index, ShareUpdateExclusiveLock))
+		{
+			if (find_slot_index(relid, plan, index - 1) == index)
+				return index;
+			UnlockRelationOid(index, ShareUpdateExclusiveLock);
+		}
+		after = index;
+	}
+}
+
+/*
+ * build_slot_index
+ *		Create the index of a plan, as the caller (who owns the table), and
+ *		return its OID.
+ */
+static Oid
+build_slot_index(Oid relid, const char *consumer, const SlotIndexPlan *plan)
+{
+	Oid			index;
 
 	/*
 	 * The build's SHARE lock is taken without queueing: a CREATE INDEX
 	 * waiting behind one writer's open transaction would stop every other
-	 * writer of the stream.  Writers still wait while the index builds.
+	 * writer of the stream.  Writers still wait while the index builds;
+	 * an index built beforehand with resize_index()'s statement avoids that.
 	 */
 	if (!lock_without_queueing(relid, ShareLock, RESIZE_BUILD_LOCK_WAIT_MS))
 		ereport(ERROR,
@@ -507,16 +638,124 @@ new_slot_index(Oid relid, const char *consumer, const char *old_expr,
 						get_rel_name(relid), consumer),
 				 errdetail("A transaction writing the table stayed open for %d ms; resize_group() does not make the table's writers wait behind it.",
 						   LockTimeout > 0 ? LockTimeout : RESIZE_BUILD_LOCK_WAIT_MS),
-				 errhint("Retry, or set lock_timeout to try for longer.")));
-	stream_caller_exec(psprintf("CREATE INDEX %s ON %s ((%s), %s) WHERE %s IS NOT NULL",
-								quote_identifier(index_name), table, expr,
-								quote_identifier(column), quote_identifier(column)),
-					   0, NULL, NULL);
+				 errhint("Retry, set lock_timeout to try for longer, or build the index beforehand with the statement stream_seq.resize_index() returns.")));
+	stream_caller_exec(slot_index_statement(plan, false), 0, NULL, NULL);
 	CommandCounterIncrement();
-	index = get_relname_relid(index_name, get_rel_namespace(relid));
+	index = get_relname_relid(plan->name, get_rel_namespace(relid));
 	if (!OidIsValid(index))
-		elog(ERROR, "index \"%s\" of group \"%s\" is missing", index_name, consumer);
+		elog(ERROR, "index \"%s\" of group \"%s\" is missing", plan->name, consumer);
 	return index;
+}
+
+/*
+ * check_resize_call
+ *		The argument, privilege and state checks resize_group() and
+ *		resize_index() share: returns the stream, the group's name, the new
+ *		count and the current one.
+ */
+static void
+check_resize_call(FunctionCallInfo fcinfo, Oid *relid, char **consumer,
+				  int32 *slots, int *current)
+{
+	Oid			owner;
+
+	stream_check_not_null(fcinfo, 3, "stream table, group name and slots");
+	*relid = PG_GETARG_OID(0);
+	*consumer = text_to_cstring(PG_GETARG_TEXT_PP(1));
+	*slots = PG_GETARG_INT32(2);
+	if (*slots < 1 || *slots > RESIZE_MAX_SLOTS)
+		ereport(ERROR,
+				(errcode(ERRCODE_INVALID_PARAMETER_VALUE),
+				 errmsg("a group must have between 1 and %d slots", RESIZE_MAX_SLOTS)));
+	(void) stream_lookup(*relid, false);
+	if (!pg_class_ownercheck(*relid, GetUserId()))
+		aclcheck_error(ACLCHECK_NOT_OWNER, OBJECT_TABLE, stream_rel_name(*relid));
+	stream_check_select(*relid);
+	(void) stream_consumer_lookup(*relid, *consumer, false, &owner, current);
+	stream_check_consumer_owner(*relid, *consumer, owner);
+	if (*current == 0)
+		ereport(ERROR,
+				(errcode(ERRCODE_OBJECT_NOT_IN_PREREQUISITE_STATE),
+				 errmsg("consumer \"%s\" of stream table \"%s\" is not a group",
+						*consumer, stream_rel_name(*relid)),
+				 errhint("Only a group made by stream_seq.create_group() has slots to resize.")));
+	if (!stream_resize_supported())
+		ereport(ERROR,
+				(errcode(ERRCODE_OBJECT_NOT_IN_PREREQUISITE_STATE),
+				 errmsg("the extension's tables cannot record a resize"),
+				 errhint("Update the extension: ALTER EXTENSION stream_seq UPDATE.")));
+}
+
+/*
+ * report_pending_resize
+ *		The error of a resize to "slots" while one to "pending" is pending.
+ */
+static void
+report_pending_resize(const char *consumer, int pending, int current)
+{
+	ereport(ERROR,
+			(errcode(ERRCODE_OBJECT_NOT_IN_PREREQUISITE_STATE),
+			 errmsg("a resize of group \"%s\" to %d slots is pending",
+					consumer, pending),
+			 errdetail("The group has %d slots until its old slots have finished up to the fence.",
+					   current),
+			 errhint("Wait until the consumers view shows no resize_to, or cancel the pending resize with stream_seq.resize_group() to %d slots.",
+					 current)));
+}
+
+/*
+ * stream_seq_resize_index
+ *		SQL: resize_index(stream, consumer, slots integer): the CREATE INDEX
+ *		CONCURRENTLY statement of the index resize_group() to "slots" would
+ *		build, for the table's owner to run beforehand (CONCURRENTLY cannot
+ *		run in a function), so that resize_group() adopts it and writers
+ *		never wait for a build.  NULL when resize_group() would build none:
+ *		the count is the current one or that of the pending resize, or such
+ *		an index is there already.  Same checks as resize_group(); takes no
+ *		lock beyond those of the lookups.
+ */
+Datum
+stream_seq_resize_index(PG_FUNCTION_ARGS)
+{
+	Oid			relid;
+	char	   *consumer;
+	int32		slots;
+	int			current;
+	int64		state[1];
+	bool		found;
+	char	   *old_expr;
+	SlotIndexPlan plan;
+	Oid			argtypes[2] = {REGCLASSOID, TEXTOID};
+	Datum		values[2];
+
+	check_resize_call(fcinfo, &relid, &consumer, &slots, &current);
+	values[0] = ObjectIdGetDatum(relid);
+	values[1] = CStringGetTextDatum(consumer);
+	stream_catalog_exec("SELECT resize_to::pg_catalog.int8 FROM stream_seq.consumer "
+						"WHERE stream = $1 AND consumer = $2 AND resize_to IS NOT NULL",
+						2, argtypes, values, state, 1, &found);
+	if (found && (int) state[0] == slots)
+		PG_RETURN_NULL();
+	if (found && slots != current)
+		report_pending_resize(consumer, (int) state[0], current);
+	if (slots == current)
+		PG_RETURN_NULL();
+	if (get_rel_relkind(relid) == RELKIND_PARTITIONED_TABLE)
+		ereport(ERROR,
+				(errcode(ERRCODE_FEATURE_NOT_SUPPORTED),
+				 errmsg("cannot build the index of group \"%s\" of partitioned stream table \"%s\" concurrently",
+						consumer, stream_rel_name(relid)),
+				 errdetail("CREATE INDEX CONCURRENTLY does not support partitioned tables."),
+				 errhint("Call stream_seq.resize_group() directly: it builds the index, keeping writers out while it runs.")));
+	old_expr = stream_catalog_text("SELECT slot_expr FROM stream_seq.consumer "
+								   "WHERE stream = $1 AND consumer = $2",
+								   2, argtypes, values);
+	if (old_expr == NULL)
+		elog(ERROR, "group \"%s\" has no slot expression", consumer);
+	plan_slot_index(relid, consumer, old_expr, current, slots, &plan);
+	if (OidIsValid(find_slot_index(relid, &plan, InvalidOid)))
+		PG_RETURN_NULL();
+	PG_RETURN_TEXT_P(cstring_to_text(slot_index_statement(&plan, true)));
 }
 
 /*
@@ -533,7 +772,6 @@ stream_seq_resize_group(PG_FUNCTION_ARGS)
 	Oid			relid;
 	char	   *consumer;
 	int32		slots;
-	Oid			owner;
 	int			current;
 	int64		state[1];
 	bool		found;
@@ -541,6 +779,7 @@ stream_seq_resize_group(PG_FUNCTION_ARGS)
 	char	   *retired;
 	bool		done;
 	Oid			index;
+	SlotIndexPlan plan;
 	int64	   *rows;
 	uint64		n;
 	uint64		i;
@@ -548,31 +787,7 @@ stream_seq_resize_group(PG_FUNCTION_ARGS)
 	Oid			argtypes[5] = {REGCLASSOID, TEXTOID, INT4OID, INT8OID, OIDOID};
 	Datum		values[5];
 
-	stream_check_not_null(fcinfo, 3, "stream table, group name and slots");
-	relid = PG_GETARG_OID(0);
-	consumer = text_to_cstring(PG_GETARG_TEXT_PP(1));
-	slots = PG_GETARG_INT32(2);
-	if (slots < 1 || slots > RESIZE_MAX_SLOTS)
-		ereport(ERROR,
-				(errcode(ERRCODE_INVALID_PARAMETER_VALUE),
-				 errmsg("a group must have between 1 and %d slots", RESIZE_MAX_SLOTS)));
-	(void) stream_lookup(relid, false);
-	if (!pg_class_ownercheck(relid, GetUserId()))
-		aclcheck_error(ACLCHECK_NOT_OWNER, OBJECT_TABLE, stream_rel_name(relid));
-	stream_check_select(relid);
-	(void) stream_consumer_lookup(relid, consumer, false, &owner, &current);
-	stream_check_consumer_owner(relid, consumer, owner);
-	if (current == 0)
-		ereport(ERROR,
-				(errcode(ERRCODE_OBJECT_NOT_IN_PREREQUISITE_STATE),
-				 errmsg("consumer \"%s\" of stream table \"%s\" is not a group",
-						consumer, stream_rel_name(relid)),
-				 errhint("Only a group made by stream_seq.create_group() has slots to resize.")));
-	if (!stream_resize_supported())
-		ereport(ERROR,
-				(errcode(ERRCODE_OBJECT_NOT_IN_PREREQUISITE_STATE),
-				 errmsg("the extension's tables cannot record a resize"),
-				 errhint("Update the extension: ALTER EXTENSION stream_seq UPDATE.")));
+	check_resize_call(fcinfo, &relid, &consumer, &slots, &current);
 
 	values[0] = ObjectIdGetDatum(relid);
 	values[1] = CStringGetTextDatum(consumer);
@@ -611,14 +826,7 @@ stream_seq_resize_group(PG_FUNCTION_ARGS)
 			PG_RETURN_BOOL(done);
 		}
 		if (slots != current)
-			ereport(ERROR,
-					(errcode(ERRCODE_OBJECT_NOT_IN_PREREQUISITE_STATE),
-					 errmsg("a resize of group \"%s\" to %d slots is pending",
-							consumer, (int) state[0]),
-					 errdetail("The group has %d slots until its old slots have finished up to the fence.",
-							   current),
-					 errhint("Wait until the consumers view shows no resize_to, or cancel the pending resize with stream_seq.resize_group() to %d slots.",
-							 current)));
+			report_pending_resize(consumer, (int) state[0], current);
 		/* back to the current count: cancel, the old slots read on */
 		pending = stream_catalog_text("SELECT resize_index FROM stream_seq.consumer "
 									  "WHERE stream = $1 AND consumer = $2",
@@ -669,7 +877,10 @@ stream_seq_resize_group(PG_FUNCTION_ARGS)
 							"RETURNING position",
 							2, argtypes, values, 1, &rows);
 
-	index = new_slot_index(relid, consumer, old_expr, current, slots);
+	plan_slot_index(relid, consumer, old_expr, current, slots, &plan);
+	index = adopt_slot_index(relid, &plan);
+	if (!OidIsValid(index))
+		index = build_slot_index(relid, consumer, &plan);
 	fence = stream_statement_horizon(stream_lookup(relid, false)) - 1;
 	for (i = 0; i < n; i++)
 		fence = Max(fence, rows[i]);
