@@ -635,8 +635,9 @@ refuse_change_capture(Oid relid, Oid funcid)
  * check_trigger
  *		After CREATE TRIGGER or ALTER TRIGGER: the triggers of a stream keep
  *		the names disable() and the sql_drop event trigger know them by;
- *		a restored assignment trigger gets its dependency on the unique
- *		index back.
+ *		once a restore has created the assignment trigger, the guard
+ *		trigger and the unique index, the trigger gets its dependency on
+ *		the index back.
  */
 static void
 check_trigger(Oid trigid, CommandTag tag)
@@ -672,7 +673,12 @@ check_trigger(Oid trigid, CommandTag tag)
 				 errmsg("cannot alter trigger \"%s\" of stream table \"%s\"",
 						expected, stream_rel_name(relid)),
 				 errhint("Use stream_seq.disable() to stop numbering the table.")));
-	if (tag == CMDTAG_CREATE_TRIGGER && strcmp(expected, "stream_seq_assign") == 0)
+	/*
+	 * The index is protected through the assignment trigger, and its
+	 * column is known from the guard trigger: a restore creates them (and
+	 * the index) in any order, so each of them tries.
+	 */
+	if (tag == CMDTAG_CREATE_TRIGGER)
 	{
 		Relation	rel = relation_open(relid, AccessShareLock);
 		AttrNumber	attnum = stream_guard_column(rel);

@@ -14,7 +14,8 @@
 # constraint on the column, restored by ALTER TABLE ... ADD CONSTRAINT)
 # and pev (partitioned, its index created ON ONLY the parent and attached
 # to the partitions' indexes).  A serial restore must give each index one
-# dependency, not two.  The refusal of ALTER TABLE ... DROP CONSTRAINT of
+# dependency, not two (before 0.5.1 it gave none: the assignment trigger
+# was restored before the guard trigger that tells its column).  The refusal of ALTER TABLE ... DROP CONSTRAINT of
 # a stream's unique constraint stays where the dependency is missing.
 
 use strict;
@@ -108,6 +109,23 @@ SELECT (SELECT count(*) FROM ev WHERE seq IS NULL) +
        (SELECT count(*) FROM evu WHERE seq IS NULL) +
        (SELECT count(*) FROM pev WHERE seq IS NULL)}, 'dst'),
 	'0', 'every restored and new row has a number');
+
+# --- the guard triggers (which tell the column) last of all
+my @guards = grep { / TRIGGER public \S+ stream_seq_guard / } @early;
+ok(scalar(@guards) == 3, 'the list has the guard trigger of each stream');
+my $guard_last = $node->basedir . '/guard_last.list';
+PostgreSQL::Test::Utils::append_to_file($guard_last,
+	join("\n", (grep { !/ TRIGGER public \S+ stream_seq_guard / } @early),
+		@late, @guards) . "\n");
+$node->safe_psql('postgres', 'CREATE DATABASE dst_guard_last');
+$rc = IPC::Run::run(
+	[ 'pg_restore', '--exit-on-error', '-L', $guard_last, '-d', 'dst_guard_last',
+		'-h', $node->host, '-p', $node->port, $dump ],
+	'>', \$out, '2>', \$err);
+ok($rc, 'pg_restore with the guard triggers after everything else succeeds')
+  or diag $err;
+is(protections('dst_guard_last'), '1|1|1',
+	'with the guard triggers last, the indexes are protected too');
 
 # --- the dump's own order: one dependency each, not two
 $node->safe_psql('postgres', 'CREATE DATABASE dst_serial');
