@@ -138,6 +138,19 @@ $node->safe_psql('dst_serial', 'ALTER TABLE ev ADD COLUMN note text');
 is(protections('dst_serial'), '1|1|1',
 	'later ALTER TABLE adds no second dependency');
 
+# --- a database restored before 0.5.1: the documented ALTER TABLE
+# records the missing dependency
+is( sqlstate($node, q{
+DELETE FROM pg_depend
+ WHERE classid = 'pg_trigger'::regclass
+   AND objid = (SELECT oid FROM pg_trigger
+                 WHERE tgrelid = 'ev'::regclass AND tgname = 'stream_seq_assign')
+   AND refobjid = 'ev_seq_idx'::regclass;
+ALTER TABLE ev ENABLE REPLICA TRIGGER stream_seq_replica}, 'dst_serial'),
+	'ok', 'ALTER TABLE ... ENABLE REPLICA TRIGGER stream_seq_replica runs');
+is(protections('dst_serial'), '1|1|1',
+	'and gives the index its dependency back');
+
 # --- where the dependency is missing, ALTER TABLE still refuses the drop
 is( sqlstate($node, q{
 DELETE FROM pg_depend
