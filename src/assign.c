@@ -1465,7 +1465,9 @@ count_executor_end(QueryDesc *queryDesc)
  * count_constraints_set
  *		ProcessUtility hook: count the SET CONSTRAINTS statements in
  *		progress (constraints_being_set), for may_be_heap_only; the count
- *		goes back down on error too.
+ *		goes back down on error too.  After CREATE INDEX, protect a stream's
+ *		new unique index (stream_index_created): no event trigger of ours
+ *		fires for CREATE INDEX.
  */
 static void
 count_constraints_set(PlannedStmt *pstmt, const char *queryString,
@@ -1485,6 +1487,8 @@ count_constraints_set(PlannedStmt *pstmt, const char *queryString,
 		else
 			standard_ProcessUtility(pstmt, queryString, readOnlyTree, context,
 									params, queryEnv, dest, qc);
+		if (IsA(pstmt->utilityStmt, IndexStmt))
+			stream_index_created((IndexStmt *) pstmt->utilityStmt);
 	}
 	PG_FINALLY();
 	{

@@ -401,15 +401,61 @@ check_time_column(Relation rel, AttrNumber attnum)
 }
 
 /*
+ * command_drops
+ *		Whether ALTER TABLE command "cmd" drops a constraint or a column:
+ *		what can take the unique index of the stream's column with it.  A
+ *		command not collected (NULL) is taken to drop.
+ */
+static bool
+command_drops(CollectedCommand *cmd)
+{
+	ListCell   *lc;
+
+	if (cmd == NULL)
+		return true;
+	if (cmd->type != SCT_AlterTable)
+		return false;
+	foreach(lc, cmd->d.alterTable.subcmds)
+	{
+		AlterTableCmd *at = (AlterTableCmd *) ((CollectedATSubcmd *) lfirst(lc))->parsetree;
+
+		if (!IsA(at, AlterTableCmd))
+			continue;
+		switch (at->subtype)
+		{
+			case AT_DropConstraint:
+			case AT_DropColumn:
+#if PG_VERSION_NUM < 160000
+			case AT_DropConstraintRecurse:
+			case AT_DropColumnRecurse:
+#endif
+				return true;
+			default:
+				break;
+		}
+	}
+	return false;
+}
+
+/*
  * check_stream_table
- *		After DDL on a stream table: follow a renamed column; refuse what
- *		would break the stream (NOT NULL or a default on the column, an
- *		unlogged table, disabled triggers, a deferrable unique constraint,
- *		a CHECK, foreign key or generated column on the columns written at
- *		commit, no unique index on the column).
+ *		After DDL "cmd" on a stream table: follow a renamed column; refuse
+ *		what would break the stream (NOT NULL or a default on the column,
+ *		an unlogged table, disabled triggers, a deferrable unique
+ *		constraint, a CHECK, foreign key or generated column on the columns
+ *		written at commit, dropping the unique index on the column); give
+ *		a unique index it created (a UNIQUE or PRIMARY KEY constraint) the
+ *		protection of stream_protect_index.
+ *
+ *		A table without the unique index is refused only when the command
+ *		dropped something.  Otherwise the index is not there yet: a
+ *		parallel pg_restore may create the stream's triggers (and run the
+ *		ALTER TABLE that comes with one of them) before the index, and the
+ *		index's creation protects it then (stream_index_created).  Refusing
+ *		there failed such a restore with nothing wrong.
  */
 static void
-check_stream_table(Oid relid)
+check_stream_table(Oid relid, CollectedCommand *cmd)
 {
 	Relation	rel = relation_open(relid, AccessShareLock);
 	AttrNumber	time_attnum;
@@ -454,7 +500,9 @@ check_stream_table(Oid relid)
 	}
 	stream_check_no_deferrable_index(rel);
 	stream_check_written_columns_free(rel, attnum, time_attnum);
-	if (!OidIsValid(stream_unique_index(relid, attnum)))
+	if (OidIsValid(stream_unique_index(relid, attnum)))
+		stream_protect_index(relid, attnum);
+	else if (command_drops(cmd))
 		ereport(ERROR,
 				(errcode(ERRCODE_DEPENDENT_OBJECTS_STILL_EXIST),
 				 errmsg("cannot drop the unique index on column \"%s\" of stream table \"%s\"",
@@ -587,8 +635,9 @@ refuse_change_capture(Oid relid, Oid funcid)
  * check_trigger
  *		After CREATE TRIGGER or ALTER TRIGGER: the triggers of a stream keep
  *		the names disable() and the sql_drop event trigger know them by;
- *		a restored assignment trigger gets its dependency on the unique
- *		index back.
+ *		once a restore has created the assignment trigger, the guard
+ *		trigger and the unique index, the trigger gets its dependency on
+ *		the index back.
  */
 static void
 check_trigger(Oid trigid, CommandTag tag)
@@ -624,7 +673,12 @@ check_trigger(Oid trigid, CommandTag tag)
 				 errmsg("cannot alter trigger \"%s\" of stream table \"%s\"",
 						expected, stream_rel_name(relid)),
 				 errhint("Use stream_seq.disable() to stop numbering the table.")));
-	if (tag == CMDTAG_CREATE_TRIGGER && strcmp(expected, "stream_seq_assign") == 0)
+	/*
+	 * The index is protected through the assignment trigger, and its
+	 * column is known from the guard trigger: a restore creates them (and
+	 * the index) in any order, so each of them tries.
+	 */
+	if (tag == CMDTAG_CREATE_TRIGGER)
 	{
 		Relation	rel = relation_open(relid, AccessShareLock);
 		AttrNumber	attnum = stream_guard_column(rel);
@@ -633,6 +687,35 @@ check_trigger(Oid trigid, CommandTag tag)
 		if (attnum != InvalidAttrNumber)
 			stream_protect_index(relid, attnum);
 	}
+}
+
+/*
+ * stream_index_created
+ *		After CREATE INDEX "stmt" (ProcessUtility): an index on a stream
+ *		table may be the unique index of its column that a restore creates
+ *		after the stream's triggers (a parallel pg_restore runs them in
+ *		either order); give it the protection of stream_protect_index.
+ *		Costs a syscache lookup for a table that is not a stream.
+ */
+void
+stream_index_created(IndexStmt *stmt)
+{
+	Oid			relid;
+	Relation	rel;
+	AttrNumber	attnum;
+
+	if (creating_extension || !IsTransactionState() || stmt->relation == NULL ||
+		!OidIsValid(stream_namespace(true)))
+		return;
+	relid = RangeVarGetRelid(stmt->relation, NoLock, true);
+	if (!OidIsValid(relid) || !stream_table_has_triggers(relid) ||
+		!stream_catalog_has(relid))
+		return;
+	rel = relation_open(relid, AccessShareLock);
+	attnum = stream_guard_column(rel);
+	relation_close(rel, AccessShareLock);
+	if (attnum != InvalidAttrNumber)
+		stream_protect_index(relid, attnum);
 }
 
 /*
@@ -740,14 +823,16 @@ stream_seq_on_ddl_end(PG_FUNCTION_ARGS)
 			case RELKIND_RELATION:
 				check_inheritance(objid, trigdata->tag);
 				if (stream_table_has_triggers(objid) && stream_catalog_has(objid))
-					check_stream_table(objid);
+					check_stream_table(objid, (CollectedCommand *)
+									   DatumGetPointer(slot_getattr(slot, 9, &isnull)));
 				break;
 			case RELKIND_PARTITIONED_TABLE:
 				if (get_rel_relispartition(objid))
 					check_inheritance(objid, trigdata->tag);
 				if (stream_table_has_triggers(objid) && stream_catalog_has(objid))
 				{
-					check_stream_table(objid);
+					check_stream_table(objid, (CollectedCommand *)
+									   DatumGetPointer(slot_getattr(slot, 9, &isnull)));
 					check_partition_commands(objid, (CollectedCommand *)
 											 DatumGetPointer(slot_getattr(slot, 9, &isnull)));
 				}

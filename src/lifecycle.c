@@ -21,12 +21,14 @@
 #include "access/genam.h"
 #include "access/htup_details.h"
 #include "access/relation.h"
+#include "access/table.h"
 #include "access/xact.h"
 #include "catalog/catalog.h"
 #include "catalog/dependency.h"
 #include "catalog/index.h"
 #include "catalog/namespace.h"
 #include "catalog/pg_class.h"
+#include "catalog/pg_depend.h"
 #include "catalog/pg_inherits.h"
 #include "catalog/pg_trigger.h"
 #include "catalog/pg_type.h"
@@ -39,6 +41,7 @@
 #include "storage/lmgr.h"
 #include "utils/acl.h"
 #include "utils/builtins.h"
+#include "utils/fmgroids.h"
 #include "utils/guc.h"
 #include "utils/inval.h"
 #include "utils/lsyscache.h"
@@ -409,22 +412,66 @@ stream_unique_index(Oid relid, AttrNumber attnum)
 }
 
 /*
+ * trigger_depends_on_index
+ *		Whether trigger "trigger" already depends on an index (the one
+ *		stream_protect_index gave it).
+ */
+static bool
+trigger_depends_on_index(Oid trigger)
+{
+	Relation	depend = table_open(DependRelationId, AccessShareLock);
+	ScanKeyData key[2];
+	SysScanDesc scan;
+	HeapTuple	tuple;
+	bool		found = false;
+
+	ScanKeyInit(&key[0], Anum_pg_depend_classid, BTEqualStrategyNumber,
+				F_OIDEQ, ObjectIdGetDatum(TriggerRelationId));
+	ScanKeyInit(&key[1], Anum_pg_depend_objid, BTEqualStrategyNumber,
+				F_OIDEQ, ObjectIdGetDatum(trigger));
+	scan = systable_beginscan(depend, DependDependerIndexId, true, NULL, 2, key);
+	while (!found && HeapTupleIsValid(tuple = systable_getnext(scan)))
+	{
+		Form_pg_depend form = (Form_pg_depend) GETSTRUCT(tuple);
+		char		relkind;
+
+		if (form->refclassid != RelationRelationId || form->refobjsubid != 0)
+			continue;
+		relkind = get_rel_relkind(form->refobjid);
+		found = relkind == RELKIND_INDEX || relkind == RELKIND_PARTITIONED_INDEX;
+	}
+	systable_endscan(scan);
+	table_close(depend, AccessShareLock);
+	return found;
+}
+
+/*
  * stream_protect_index
  *		Make the stream's assignment trigger depend on the unique index of
  *		its column, so that PostgreSQL itself refuses DROP INDEX of it (and
  *		DROP INDEX ... CASCADE drops the trigger, which the sql_drop event
- *		trigger refuses).  Called by enable(), and when a dump restores the
- *		trigger (pg_dump does not carry such dependencies).
+ *		trigger refuses).  Called by enable(), and, since pg_dump does not
+ *		carry such dependencies, whenever a restore may have brought the
+ *		trigger and the index back: when the trigger is created, when an
+ *		index is created on the table, and after ALTER TABLE (which creates
+ *		the index of a UNIQUE or PRIMARY KEY constraint).  A parallel
+ *		pg_restore creates the trigger and the index in either order, so
+ *		whichever comes second records the dependency.  Does nothing while
+ *		the trigger or the index is missing, or once the trigger depends on
+ *		an index.
  */
 void
 stream_protect_index(Oid relid, AttrNumber attnum)
 {
 	Oid			trigger = get_trigger_oid(relid, "stream_seq_assign", true);
-	Oid			index = stream_unique_index(relid, attnum);
+	Oid			index;
 	ObjectAddress depender;
 	ObjectAddress referenced;
 
-	if (!OidIsValid(trigger) || !OidIsValid(index))
+	if (!OidIsValid(trigger) || trigger_depends_on_index(trigger))
+		return;
+	index = stream_unique_index(relid, attnum);
+	if (!OidIsValid(index))
 		return;
 	ObjectAddressSet(depender, TriggerRelationId, trigger);
 	ObjectAddressSet(referenced, RelationRelationId, index);

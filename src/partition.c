@@ -936,6 +936,32 @@ range_partitions(Oid stream)
 }
 
 /*
+ * lock_partition
+ *		Lock partition "part" of stream "stream" in "lockmode", then make
+ *		sure it still is one.  The partitions are listed before they are
+ *		locked, and a DROP TABLE or DETACH PARTITION that held the lock may
+ *		have committed meanwhile: opened by its old OID, a dropped partition
+ *		is an internal error, and a detached one would be sealed or dropped
+ *		as if it still held the stream's rows.  Returns false, with the
+ *		lock released, for a partition that is gone: it is no longer there
+ *		to seal or drop, and its range was forgotten when it left
+ *		(record_partition_gone).  LockRelationOid() takes in the
+ *		invalidations of what committed while it waited, so the syscache
+ *		shows the present.
+ */
+static bool
+lock_partition(Oid stream, Oid part, LOCKMODE lockmode)
+{
+	LockRelationOid(part, lockmode);
+	if (SearchSysCacheExists1(RELOID, ObjectIdGetDatum(part)) &&
+		get_rel_relispartition(part) &&
+		get_partition_parent(part, true) == stream)
+		return true;
+	UnlockRelationOid(part, lockmode);
+	return false;
+}
+
+/*
  * partition_has_rows
  *		Whether partition "relid" holds a row the latest snapshot sees.
  */
@@ -1014,7 +1040,7 @@ partitions_past(Oid stream, List *parts)
 static int
 partitions_ending_by(Oid stream, List *parts, TimestampTz present_time)
 {
-	Relation	rel = table_open(stream, AccessShareLock);
+	Relation	rel = stream_relation_open(stream, AccessShareLock);
 	PartitionKey key = RelationGetPartitionKey(rel);
 	PartitionDesc desc = RelationGetPartitionDesc(rel, true);
 	PartitionBoundInfo bounds = desc->boundinfo;
@@ -1090,7 +1116,10 @@ seal_old_partitions(StreamRef *ref, List **sealed)
 
 	for (i = list_length(parts) - 1; i >= 0; i--)
 	{
-		if (partition_has_rows(list_nth_oid(parts, i)))
+		/* a partition gone since it was listed holds no rows */
+		if (lock_partition(ref->relid, list_nth_oid(parts, i),
+						   AccessShareLock) &&
+			partition_has_rows(list_nth_oid(parts, i)))
 		{
 			last_with_rows = i;
 			break;
@@ -1113,7 +1142,8 @@ seal_old_partitions(StreamRef *ref, List **sealed)
 			*sealed = lappend_oid(*sealed, part);
 			continue;
 		}
-		LockRelationOid(part, ShareLock);
+		if (!lock_partition(ref->relid, part, ShareLock))
+			continue;
 		found = partition_number_range(part, partition_column(ref, part),
 									   &lowest, &highest);
 		values[0] = ObjectIdGetDatum(part);
@@ -1325,16 +1355,20 @@ stream_drop_old_partitions(StreamRef *ref, DropLimits *limits)
 		int64		range[1];
 		bool		found;
 		bool		isnull_highest;
-		char	   *name = qualified(part);
+		char	   *name;
 
 		if (foreach_current_index(lc) >= candidates)
 			break;
 
 		/*
 		 * Locked before its range is read: an unseal_partition() still
-		 * running is waited for, and then the range is gone.
+		 * running is waited for, and then the range is gone.  A partition
+		 * dropped or detached meanwhile is skipped: it has left the stream
+		 * already, and the next one may go.
 		 */
-		LockRelationOid(part, ShareLock);
+		if (!lock_partition(ref->relid, part, ShareLock))
+			continue;
+		name = qualified(part);
 		values[0] = ObjectIdGetDatum(part);
 		range[0] = 0;
 		stream_catalog_exec("SELECT coalesce(highest, -1) FROM stream_seq.partition_range "

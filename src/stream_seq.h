@@ -415,6 +415,8 @@ extern void stream_drop_group_index(Oid relid, const char *name);
 extern void stream_check_written_columns_free(Relation rel, AttrNumber attnum,
 											  AttrNumber time_attnum);
 extern void stream_protect_index(Oid relid, AttrNumber attnum);
+struct IndexStmt;
+extern void stream_index_created(struct IndexStmt *stmt);
 extern void stream_retire(StreamRef *ref);
 
 /* replication.c */
