@@ -704,6 +704,18 @@ sync_writer_indexes(XactWriter *w, Relation rel)
 	oldowner = CurrentResourceOwner;
 	CurrentResourceOwner = TopTransactionResourceOwner;
 	ExecCloseIndices(w->rri);
+	/*
+	 * ExecCloseIndices closes the indexes but leaves the arrays in place;
+	 * ExecOpenIndices expects a ResultRelInfo that has none (an assertion
+	 * from PostgreSQL 18 on), as after InitResultRelInfo.
+	 */
+	if (w->rri->ri_IndexRelationDescs != NULL)
+		pfree(w->rri->ri_IndexRelationDescs);
+	if (w->rri->ri_IndexRelationInfo != NULL)
+		pfree(w->rri->ri_IndexRelationInfo);
+	w->rri->ri_NumIndices = 0;
+	w->rri->ri_IndexRelationDescs = NULL;
+	w->rri->ri_IndexRelationInfo = NULL;
 	pfree(w->key_changes);
 	pfree(w->predicates);		/* their ExprStates go with the estate */
 	open_writer_indexes(w);

@@ -146,8 +146,13 @@ my @regrole = ('NULL', "'fuzzer'::regrole", '10::oid::regrole',
 my @regtype = ('NULL', "'ev'::regtype", "'pv'::regtype", "'int4'::regtype",
 	"'plain_t'::regtype", '0::oid::regtype', '4294967295::oid::regtype',
 	"'a_type'::regtype");
+# a row of ev built by name, not by position: enable() with a column ev
+# lacks adds it, and a ROW(...)::ev of the original five columns would
+# then fail with 42846 before the function is called
 my @anyelement = ('NULL::ev', 'NULL::pv', 'NULL::plain_t', 'NULL::int',
-	'NULL::secret', 'NULL::a_type', "ROW(1, 'a', 1, now(), 'x')::ev");
+	'NULL::secret', 'NULL::a_type',
+	"jsonb_populate_record(NULL::ev, jsonb_build_object('id', 1, 'k', 'a', "
+	  . "'seq', 1, 'at', now(), 'note', 'x'))");
 
 my %values = (
 	'regclass' => \@regclass,
