@@ -1,0 +1,21 @@
+-- stream_seq 0.5.1 -> 0.6.0: application stacks (ORMs, drivers,
+-- poolers), operators' tooling (metrics for Prometheus and pg_monitor),
+-- and the resize of a partitioned stream without writers waiting.
+\echo Use "ALTER EXTENSION stream_seq UPDATE TO '0.6.0'" to load this file. \quit
+
+-- A fresh install runs this script too (0.4.0's script, then the update
+-- chain).  It runs while applications write and read streams: its
+-- statements replace functions and create new objects only, which takes
+-- no lock a writer or a reader waits for.
+
+-- ---------------------------------------------------------------------
+-- Section A: a partitioned stream's resize without writers waiting
+-- ---------------------------------------------------------------------
+
+-- ---------------------------------------------------------------------
+-- Section B: application stacks (ORMs, drivers, poolers)
+-- ---------------------------------------------------------------------
+
+-- ---------------------------------------------------------------------
+-- Section C: operators' tooling (Prometheus, pg_monitor)
+-- ---------------------------------------------------------------------
