@@ -17,5 +17,10 @@
 -- ---------------------------------------------------------------------
 
 -- ---------------------------------------------------------------------
--- Section C: operators' tooling (Prometheus, pg_monitor)
+-- Section C: operators' tooling: metrics for Prometheus and pg_monitor
+-- ---------------------------------------------------------------------
+
+-- ---------------------------------------------------------------------
+-- Section D: operators' tooling: PostgreSQL's own views (wait events,
+-- statistics), holders and retention_runs
 -- ---------------------------------------------------------------------
