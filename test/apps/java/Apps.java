@@ -358,12 +358,41 @@ public class Apps
 		}
 	}
 
+	/*
+	 * Without prepareThreshold=0: two connections run one statement each, in
+	 * turns; the fifth run prepares it as S_1 on each, on the server
+	 * connection pgbouncer hands both in turn.
+	 */
+	static String defaultPrepare(String url)
+	{
+		try (Connection x = DriverManager.getConnection(url);
+			 Connection y = DriverManager.getConnection(url))
+		{
+			String sql = String.format(PAGE, "ev_jdbc", "ev_jdbc");
+			PreparedStatement px = x.prepareStatement(sql);
+			PreparedStatement py = y.prepareStatement(sql);
+			for (int i = 0; i < 8; i++)
+				for (PreparedStatement ps : new PreparedStatement[] {px, py})
+				{
+					ps.setLong(1, 0);
+					ps.executeQuery().close();
+				}
+			return "ok";
+		}
+		catch (SQLException e)
+		{
+			return e.getSQLState();
+		}
+	}
+
 	public static void main(String[] args) throws Exception
 	{
+		String plain = "jdbc:postgresql://" + args[0] + ":" + args[1] + "/postgres?user="
+			+ args[2];
 		// pgbouncer in transaction mode: no server-side prepared statements
-		String url = "jdbc:postgresql://" + args[0] + ":" + args[1] + "/postgres?user="
-			+ args[2] + "&prepareThreshold=0";
+		String url = plain + "&prepareThreshold=0";
 		jdbc(url);
+		out("jdbc", "default-prepare", defaultPrepare(plain));
 		hibernate(url, args[2]);
 	}
 }

@@ -162,6 +162,20 @@ if driver == "psycopg":
     # pgbouncer in transaction mode: no server-side prepared statements
     with psycopg.connect(dsn, prepare_threshold=None, autocommit=True) as conn:
         dbapi(psycopg, conn, conn.transaction, lambda e: e.sqlstate)
+    # without it: two clients, one statement each, run in turns; after 5
+    # runs each prepares it under the same name, on the server connection
+    # that pgbouncer hands both in turn
+    a = psycopg.connect(dsn, autocommit=True)
+    b = psycopg.connect(dsn, autocommit=True)
+    try:
+        for _ in range(8):
+            for c in (a, b):
+                c.execute(PAGE, [0]).fetchall()
+        out("default-prepare", "ok")
+    except psycopg.Error as e:
+        out("default-prepare", e.sqlstate)
+    a.close()
+    b.close()
 elif driver == "psycopg2":
     import psycopg2
     conn = psycopg2.connect(dsn)
