@@ -23,8 +23,9 @@
 #   page         pages of 2 rows below the horizon, and the type the
 #                language gives the number
 #
-# and a few lines of its own (types, DDL that enable() refuses, named
-# statements through the pooler).
+# and a few lines of its own (types, DDL that enable() refuses, the
+# prepared statements each driver's setting avoids, failing through the
+# pooler without it).
 #
 # Libraries: Debian's packages (test/run-tests.sh installs them as root:
 # python3-sqlalchemy, python3-django, python3-psycopg, python3-psycopg2,
@@ -35,7 +36,9 @@
 # /var/cache/stream_seq/npm when writable, else ~/.cache/stream_seq/npm).
 # Run as root (as CI runs it), a missing Debian package fails the test;
 # otherwise that stack is skipped with the reason, and so is the npm stack
-# when the registry cannot be reached.  pgx (Go) is not run.
+# when the registry cannot be reached.  pgx (Go, golang-go and
+# golang-github-jackc-pgx-v4-dev) runs where those are installed, and is
+# skipped with the reason elsewhere: make test does not install them.
 
 use strict;
 use warnings;
@@ -96,19 +99,16 @@ sub expected
 	return [ (map { $line{$_} } @$tasks), "page 1,2|3,4|5 $type", @own ];
 }
 
-# a Debian package that a stack needs: true if installed; run as root a
-# missing one fails (test/run-tests.sh installs them)
-my @missing_all;
-sub have_packages
+# the Debian packages among "packages" that are not installed; run as
+# root, a missing one fails (test/run-tests.sh installs them)
+sub missing
 {
 	my @missing = grep {
 		`dpkg-query -W -f='\${Status}' $_ 2>/dev/null` !~ /install ok installed/
 	} @_;
-	push @missing_all, @missing;
-	return 1 unless @missing;
 	fail("Debian packages @missing are installed (test/run-tests.sh installs them as root)")
-	  if $> == 0;
-	return 0;
+	  if @missing && $> == 0;
+	return @missing ? "not installed: @missing" : undef;
 }
 
 # Runs one stack's program; compares its output, line by line, with
@@ -155,19 +155,32 @@ sub check_tables
 
 my @common = qw(insert bulk save save-plain merge upsert upsert-plain);
 
+# a cache directory outside the source tree: /var/cache/stream_seq/NAME
+# where it can be written (test/run-tests.sh makes it so when run as
+# root), else ~/.cache/stream_seq/NAME
+sub cache_dir
+{
+	my ($name) = @_;
+	my $dir = "/var/cache/stream_seq/$name";
+	$dir = "$ENV{HOME}/.cache/stream_seq/$name"
+	  unless -w $dir || (!-e $dir && $> == 0);
+	File::Path::make_path($dir);
+	return $dir;
+}
+
 # Python: SQLAlchemy 1.4, Django 3.2, psycopg 3, psycopg 2, asyncpg
 SKIP:
 {
-	skip 'python3-sqlalchemy or python3-psycopg2 is not installed', 3
-	  unless have_packages('python3-sqlalchemy', 'python3-psycopg2');
+	my $why = missing('python3-sqlalchemy', 'python3-psycopg2');
+	skip $why, 3 if $why;
 	run_stack('sqlalchemy', expected(\@common, 'int', 'computed 42P16'),
 		$python, "$apps/python/sqlalchemy_app.py", $dsn, 'ev_sqlalchemy');
 	check_tables('sqlalchemy', 'ev_sqlalchemy');
 }
 SKIP:
 {
-	skip 'python3-django or python3-psycopg2 is not installed', 3
-	  unless have_packages('python3-django', 'python3-psycopg2');
+	my $why = missing('python3-django', 'python3-psycopg2');
+	skip $why, 3 if $why;
 	run_stack('django',
 		expected([qw(insert bulk save save-plain merge upsert)], 'int',
 			"save-stale-plain $set_null", 'save-stale 6 t'),
@@ -181,7 +194,8 @@ foreach my $d ([ 'psycopg', 'python3-psycopg' ],
 	my ($driver, $package) = @$d;
   SKIP:
 	{
-		skip "$package is not installed", 3 unless have_packages($package);
+		my $why = missing($package);
+		skip $why, 3 if $why;
 		run_stack(
 			$driver,
 			expected(
@@ -200,9 +214,9 @@ SKIP:
 	my @jars = map { "/usr/share/java/$_.jar" } qw(postgresql hibernate3
 	  hibernate-commons-annotations geronimo-jpa_2.0_spec geronimo-jta-1.2-spec
 	  dom4j antlr commons-collections3 slf4j-api slf4j-nop javassist);
-	skip 'a Java package is not installed', 6
-	  unless have_packages('default-jdk-headless', 'libpostgresql-jdbc-java',
+	my $why = missing('default-jdk-headless', 'libpostgresql-jdbc-java',
 		'libhibernate3-java', 'libjavassist-java');
+	skip $why, 6 if $why;
 	my $classes = PostgreSQL::Test::Utils::tempdir();
 	# a short run: the JIT's first tier only, one GC thread (halves the
 	# start-up of both)
@@ -232,13 +246,10 @@ SKIP:
 # the cache when package.json changed (or the first time)
 SKIP:
 {
-	skip 'nodejs or npm is not installed', 9
-	  unless have_packages('nodejs') && (-x '/usr/bin/npm' || have_packages('npm'));
-	my $cache = $ENV{STREAM_SEQ_NPM_CACHE};
-	$cache //= (-w '/var/cache/stream_seq/npm'
-		  || (!-e '/var/cache/stream_seq/npm' && $> == 0))
-	  ? '/var/cache/stream_seq/npm'
-	  : "$ENV{HOME}/.cache/stream_seq/npm";
+	# npm comes with nodejs where nodejs is not Debian's
+	my $why = missing('nodejs', -x '/usr/bin/npm' ? () : 'npm');
+	skip $why, 9 if $why;
+	my $cache = $ENV{STREAM_SEQ_NPM_CACHE} // cache_dir('npm');
 	File::Path::make_path("$cache/apps");
 	my $t0 = time();
 	if (File::Compare::compare("$apps/node/package.json", "$cache/apps/package.json") != 0
@@ -281,13 +292,43 @@ SKIP:
 # Ruby: ActiveRecord 6.1
 SKIP:
 {
-	skip 'ruby-activerecord or ruby-pg is not installed', 3
-	  unless have_packages('ruby-activerecord', 'ruby-pg');
+	my $why = missing('ruby-activerecord', 'ruby-pg');
+	skip $why, 3 if $why;
 	run_stack('activerecord',
 		expected([qw(insert bulk save merge upsert upsert-plain)], 'integer'),
 		'ruby', "$apps/ruby/activerecord_app.rb", '127.0.0.1', $port, 'app',
 		'ev_activerecord');
 	check_tables('activerecord', 'ev_activerecord');
+}
+
+# Go: pgx v4 from Debian's packages, built in GOPATH mode (no module
+# download).  Not among the packages test/run-tests.sh installs (about 75
+# packages, and a first build of some 20 s of CPU): run where they are.
+SKIP:
+{
+	my $gopath = '/usr/share/gocode';
+	skip 'Go stack not run: golang-go and golang-github-jackc-pgx-v4-dev '
+	  . 'are not installed (not among the packages make test installs)', 3
+	  unless -x '/usr/bin/go' && -d "$gopath/src/github.com/jackc/pgx/v4";
+	my $bin = PostgreSQL::Test::Utils::tempdir() . '/pgx_app';
+	my $t0 = time();
+	my ($out, $err) = ('', '');
+	local $ENV{GO111MODULE} = 'off';
+	local $ENV{GOPATH} = $gopath;
+	local $ENV{GOCACHE} = cache_dir('go-build');
+	local $ENV{GOFLAGS} = '';
+	ok( IPC::Run::run(
+			[ '/usr/bin/go', 'build', '-o', $bin, "$apps/go/pgx_app.go" ],
+			'<', \undef, '>', \$out, '2>', \$err),
+		'pgx_app.go builds') or diag "$out$err";
+	$seconds{'go build'} = time() - $t0;
+	run_stack('pgx',
+		expected([qw(insert bulk save upsert upsert-plain)], 'int64',
+			# the default statement cache: a statement prepared on one server
+			# connection, run on another
+			'default-cache 26000'),
+		$bin, $dsn, 'ev_pgx');
+	check_tables('pgx', 'ev_pgx');
 }
 
 # every connection went through the pooler as the ordinary role
