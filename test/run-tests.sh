@@ -21,6 +21,14 @@ MAJOR=${1:-15}
 . test/packages.sh
 need_packages postgresql-15 postgresql-server-dev-15 libipc-run-perl make gcc pgbouncer spin \
 	postgresql-15-partman postgresql-15-repack postgresql-15-pglogical python3-psycopg
+# the libraries of the applications test (test/t/039_applications.pl); its
+# npm packages it installs itself, into /var/cache/stream_seq/npm (pgx,
+# Go, it runs only where golang-go and golang-github-jackc-pgx-v4-dev are)
+need_packages python3-sqlalchemy python3-django python3-psycopg2 python3-asyncpg \
+	default-jdk-headless libpostgresql-jdbc-java libhibernate3-java libjavassist-java \
+	ruby-activerecord ruby-pg nodejs
+# npm comes with nodejs where nodejs is not Debian's
+command -v npm >/dev/null || need_packages npm
 
 # the standby horizon protocol, model-checked (about 30 s)
 test/check-model.sh
@@ -59,6 +67,7 @@ fi
 install_for "$PG_CONFIG"
 if [ "$(id -u)" = 0 ]; then
 	chown -R postgres "$PWD"
+	install -d -o postgres /var/cache/stream_seq/npm /var/cache/stream_seq/go-build
 	runuser -u postgres -- env PATH="$PATH" make -s PG_CONFIG="$PG_CONFIG" installcheck
 else
 	make -s PG_CONFIG="$PG_CONFIG" installcheck

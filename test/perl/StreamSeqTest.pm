@@ -318,8 +318,9 @@ my $starter_pid = $$;
 # pool_mode = transaction, one database entry "postgres" with
 # default_pool_size "pool_size" (default 20), listening on 127.0.0.1 on a
 # free port and on a socket in a directory of its own, auth_type = trust
-# for the node's superuser, its log in the test's log directory
-# ("name"_pgbouncer.log, "name" defaulting to the node's).  "path": the
+# for the node's superuser and the roles of "users" (a list, default none),
+# its log in the test's log directory ("name"_pgbouncer.log, "name"
+# defaulting to the node's).  "path": the
 # pgbouncer program (default /usr/sbin/pgbouncer, where Debian installs
 # it).  Returns a hash: port, dir (its socket directory), log, version, and
 # connstr, the connection string of its clients (over TCP, as
@@ -337,7 +338,7 @@ sub start_pgbouncer
 	my ($host, $node_port) = ($node->host, $node->port);
 
 	open(my $fh, '>', "$dir/userlist.txt") or die "userlist.txt: $!";
-	print $fh qq{"$user" ""\n};
+	print $fh qq{"$_" ""\n} foreach ($user, @{ $opt{users} // [] });
 	close $fh;
 	open($fh, '>', "$dir/pgbouncer.ini") or die "pgbouncer.ini: $!";
 	print $fh join("\n",
