@@ -389,7 +389,7 @@ SELECT c.relname, i.indisvalid FROM pg_index i JOIN pg_class c ON c.oid = i.inde
 SELECT count(*) AS indexes_before FROM pg_class WHERE relname LIKE 'ppev%' AND relkind IN ('i', 'I');
 SELECT stream_seq.resize_group('rz.ppev', 'pg', 4) AS switched;
 RESET ROLE;
-SELECT resize_index FROM stream_seq.consumer WHERE consumer = 'pg';
+SELECT resize_index FROM stream_seq.consumer WHERE stream = 'rz.ppev'::regclass AND consumer = 'pg';
 SET ROLE resize_owner;
 -- adopted, not built: no index more
 SELECT count(*) AS indexes_after FROM pg_class WHERE relname LIKE 'ppev%' AND relkind IN ('i', 'I');
@@ -406,9 +406,10 @@ SELECT stream_seq.resize_group('rz.ppev', 'ph', 4) AS switched;
 RESET ROLE;
 SELECT resize_index <> 'rz.ppev_ph_s4_idx' AS built_another,
        pg_catalog.to_regclass(resize_index) IS NOT NULL AS there
-  FROM stream_seq.consumer WHERE consumer = 'ph';
+  FROM stream_seq.consumer WHERE stream = 'rz.ppev'::regclass AND consumer = 'ph';
 SELECT indisvalid FROM pg_index i JOIN stream_seq.consumer k
-    ON i.indexrelid = pg_catalog.to_regclass(k.resize_index) WHERE k.consumer = 'ph';
+    ON i.indexrelid = pg_catalog.to_regclass(k.resize_index)
+ WHERE k.stream = 'rz.ppev'::regclass AND k.consumer = 'ph';
 SET ROLE resize_owner;
 DROP INDEX rz.ppev_ph_s4_idx;
 -- an invalid index of a partition, which a failed CREATE INDEX
@@ -423,7 +424,7 @@ SET ROLE resize_owner;
 SELECT s FROM stream_seq.resize_index('rz.ppev', 'pi', 4) s WHERE s LIKE '%ppev_1_%';
 SELECT stream_seq.resize_group('rz.ppev', 'pi', 4) AS switched;
 \echo :LAST_ERROR_SQLSTATE
-SELECT resize_to FROM stream_seq.consumers WHERE consumer = 'pi';
+SELECT resize_to FROM stream_seq.consumers WHERE stream = 'rz.ppev'::regclass AND consumer = 'pi';
 DROP INDEX rz.ppev_1_pi_s4_idx;
 SELECT stream_seq.resize_group('rz.ppev', 'pi', 4) AS switched;
 -- errors, as for an ordinary stream
