@@ -680,7 +680,7 @@ build_slot_index(Oid relid, const char *consumer, const SlotIndexPlan *plan)
 	if (get_rel_relkind(relid) == RELKIND_PARTITIONED_TABLE)
 		incomplete = find_slot_index_on(relid, plan, plan->attnum, InvalidOid,
 										SLOT_INDEX_UNATTACHED);
-	if (OidIsValid(incomplete))
+	if (OidIsValid(incomplete) && get_rel_name(incomplete) != NULL)
 		ereport(NOTICE,
 				(errmsg("index \"%s\" built beforehand for group \"%s\" is not adopted: a partition has no index attached to it",
 						get_rel_name(incomplete), consumer),
@@ -755,16 +755,18 @@ catalog_step(const char *sql)
 
 /*
  * partition_index_name
- *		A name for the index of a plan on partition "part": one that no
+ *		A name for the index of a plan on partition "part" (named
+ *		"partname"): one that no
  *		relation of its schema has and that this call has not planned yet
  *		("taken", as "namespace oid/name").
  */
 static char *
-partition_index_name(Oid part, const SlotIndexPlan *plan, List **taken)
+partition_index_name(Oid part, const char *partname, const SlotIndexPlan *plan,
+					 List **taken)
 {
 	Oid			nsp = get_rel_namespace(part);
 	char	   *base = psprintf("%s_%s_s%d_idx",
-								stream_clip_name(get_rel_name(part), 26),
+								stream_clip_name(partname, 26),
 								stream_clip_name(plan->consumer, 20),
 								plan->slots);
 	char	   *name = base;
@@ -853,11 +855,13 @@ partition_index_statements(Oid table, Oid table_index,
 		Oid			part = (Oid) rows[i * 2];
 		bool		partitioned = rows[i * 2 + 1] != 0;
 		AttrNumber	attnum = get_attnum(part, plan->column);
+		char	   *partname = get_rel_name(part);
+		char	   *nspname = get_namespace_name(get_rel_namespace(part));
 		Oid			index = InvalidOid;
 		bool		attached = false;
 		char	   *name;
 
-		if (attnum == InvalidAttrNumber)
+		if (attnum == InvalidAttrNumber || partname == NULL || nspname == NULL)
 			continue;			/* dropped meanwhile */
 		if (OidIsValid(table_index))
 		{
@@ -872,13 +876,12 @@ partition_index_statements(Oid table, Oid table_index,
 			name = stream_qualified_name(index);
 		else
 		{
-			char	   *relname = partition_index_name(part, plan, taken);
+			char	   *relname = partition_index_name(part, partname, plan, taken);
 			char	   *create;
 
-			name = quote_qualified_identifier(get_namespace_name(get_rel_namespace(part)),
-											  relname);
+			name = quote_qualified_identifier(nspname, relname);
 			create = slot_index_statement_on(plan, relname,
-											 stream_qualified_name(part),
+											 quote_qualified_identifier(nspname, partname),
 											 !partitioned, partitioned);
 			stmts = lappend(stmts, partitioned ? catalog_step(create) : create);
 		}
