@@ -729,12 +729,15 @@ build_slot_index(Oid relid, const char *consumer, const SlotIndexPlan *plan)
 /*
  * catalog_step
  *		Wrap a statement that changes only the catalog but takes a lock
- *		writers conflict with (CREATE INDEX ON ONLY: SHARE on the table;
- *		ALTER INDEX ATTACH PARTITION: ACCESS EXCLUSIVE on the partition's
- *		index) in a DO block that sets lock_timeout for it alone: waiting
- *		in the lock queue behind a writer's open transaction would stop
- *		every writer that comes after it, so it gives up instead (55P03)
- *		and resize_index() returns it again.  lock_timeout is the caller's
+ *		writers conflict with (CREATE INDEX ON ONLY: SHARE on the table,
+ *		DefineIndex, whatever the ONLY; ALTER INDEX ATTACH PARTITION:
+ *		ACCESS EXCLUSIVE on the partition's index, which a statement
+ *		writing the partition holds RowExclusiveLock on until it ends and
+ *		a transaction that planned a read of it AccessShareLock until it
+ *		ends) in a DO block that sets lock_timeout for it alone: waiting in
+ *		the lock queue behind an open transaction would stop every writer
+ *		that comes after it, so it gives up instead (55P03) and
+ *		resize_index() returns it again.  lock_timeout is the caller's
  *		if set, otherwise RESIZE_CATALOG_LOCK_TIMEOUT_MS; it must not apply
  *		to the CREATE INDEX CONCURRENTLY statements, whose waits for old
  *		transactions are lock waits too.
