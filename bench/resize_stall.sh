@@ -10,7 +10,11 @@
 # With PREBUILD=1 the index of the resize to 8 slots is built first with
 # the statement resize_index() returns (CREATE INDEX CONCURRENTLY), and
 # resize_group() adopts it instead of building one.
-#   [PREBUILD=1] sh bench/resize_stall.sh /path/to/bin [rows]
+# With PARTITIONS=N the stream is partitioned (by hash of id, N
+# partitions); PREBUILD=1 then runs resize_index()'s statements for it
+# (CREATE INDEX ON ONLY, then per partition CREATE INDEX CONCURRENTLY and
+# ATTACH PARTITION).
+#   [PREBUILD=1] [PARTITIONS=N] sh bench/resize_stall.sh /path/to/bin [rows]
 # Runs its own server in a temporary directory (as the calling user, who
 # must not be root), and removes it.
 set -e
@@ -33,7 +37,10 @@ P="$BIN/psql -X -q -At -v ON_ERROR_STOP=1"
 START=$(date +%s.%N)
 $P <<SQL
 CREATE EXTENSION stream_seq;
-CREATE TABLE ev (id bigserial, k int, payload text, seq bigint);
+CREATE TABLE ev (id bigserial, k int, payload text, seq bigint)
+  $( [ "${PARTITIONS:-0}" -gt 0 ] && echo "PARTITION BY HASH (id)" || true );
+SELECT format('CREATE TABLE ev_%s PARTITION OF ev FOR VALUES WITH (MODULUS %s, REMAINDER %s)', r, ${PARTITIONS:-0}, r)
+  FROM generate_series(0, ${PARTITIONS:-0} - 1) r \gexec
 SELECT stream_seq.enable('ev');
 INSERT INTO ev (k, payload) SELECT g % 1000, repeat('x', 100) FROM generate_series(1, $ROWS) g;
 SQL

@@ -99,6 +99,7 @@
 #include "catalog/pg_inherits.h"
 #include "catalog/pg_type.h"
 #include "fmgr.h"
+#include "funcapi.h"
 #include "miscadmin.h"
 #include "pgstat.h"
 #include "storage/latch.h"
@@ -480,6 +481,9 @@ typedef struct SlotIndexPlan
 	char	   *table;			/* the stream table, qualified */
 	char	   *column;			/* its seq column */
 	AttrNumber	attnum;			/* and that column's number */
+	Oid			stream;			/* the stream table */
+	const char *consumer;		/* the group */
+	int			slots;			/* the new count */
 } SlotIndexPlan;
 
 /*
@@ -509,6 +513,9 @@ plan_slot_index(Oid relid, const char *consumer, const char *old_expr,
 	plan->expr = psprintf("%.*s, %d)", (int) (len - slen), old_expr, slots);
 	plan->table = stream_qualified_name(relid);
 	plan->attnum = ref->seq_attnum;
+	plan->stream = relid;
+	plan->consumer = consumer;
+	plan->slots = slots;
 	plan->column = get_attname(relid, ref->seq_attnum, false);
 	base = psprintf("%s_%s_s%d_idx", stream_clip_name(stream_rel_name(relid), 26),
 					stream_clip_name(consumer, 20), slots);
@@ -518,70 +525,114 @@ plan_slot_index(Oid relid, const char *consumer, const char *old_expr,
 }
 
 /*
+ * slot_index_statement_on
+ *		The CREATE INDEX statement of a plan's index named "name" on table
+ *		"table" (qualified): the stream table or one of its partitions,
+ *		CONCURRENTLY or not, ON ONLY or not.
+ */
+static char *
+slot_index_statement_on(const SlotIndexPlan *plan, const char *name,
+						const char *table, bool concurrently, bool only)
+{
+	return psprintf("CREATE INDEX %s%s ON %s%s ((%s), %s) WHERE %s IS NOT NULL",
+					concurrently ? "CONCURRENTLY " : "",
+					quote_identifier(name), only ? "ONLY " : "", table,
+					plan->expr, quote_identifier(plan->column),
+					quote_identifier(plan->column));
+}
+
+/*
  * slot_index_statement
  *		The CREATE INDEX statement of a plan, CONCURRENTLY or not.
  */
 static char *
 slot_index_statement(const SlotIndexPlan *plan, bool concurrently)
 {
-	return psprintf("CREATE INDEX %s%s ON %s ((%s), %s) WHERE %s IS NOT NULL",
-					concurrently ? "CONCURRENTLY " : "",
-					quote_identifier(plan->name), plan->table, plan->expr,
-					quote_identifier(plan->column), quote_identifier(plan->column));
+	return slot_index_statement_on(plan, plan->name, plan->table,
+								   concurrently, false);
 }
 
+/* How find_slot_index_on() looks. */
+#define SLOT_INDEX_VALID		0x01	/* valid, ready and live only */
+#define SLOT_INDEX_UNATTACHED	0x02	/* not a partition of another index */
+
 /*
- * find_slot_index
- *		An index of the table that is exactly the one a plan describes
- *		(btree, not unique, the new expression and the seq column in
- *		ascending order with the default operator classes, the same
- *		predicate), valid, ready and live, with OID above "after", and that
- *		no group of the stream uses, is pending for or has retired: those
- *		are dropped with their group, so one index is never two groups'.
- *		Read in the latest snapshot (a resize that adopted an index and
- *		committed is seen).  InvalidOid if there is none.  An invalid index
- *		left by a failed CREATE INDEX CONCURRENTLY is never one.
+ * find_slot_index_on
+ *		An index of table "relid" (the stream table, or one of its
+ *		partitions) that is exactly the one a plan describes (btree, not
+ *		unique, the new expression and the seq column, number "attnum" in
+ *		that table, in ascending order with the default operator classes,
+ *		the same predicate), with OID above "after", and that no group of
+ *		the stream uses, is pending for or has retired: those are dropped
+ *		with their group, so one index is never two groups'.  With
+ *		SLOT_INDEX_VALID only one that is valid, ready and live (an invalid
+ *		index left by a failed CREATE INDEX CONCURRENTLY is never one);
+ *		otherwise also an invalid one, but live: a partitioned index is
+ *		invalid until an index of each partition is attached to it.  With
+ *		SLOT_INDEX_UNATTACHED only one that is not a partition of another
+ *		index.  Read in the latest snapshot (a resize that adopted an index
+ *		and committed is seen).  InvalidOid if there is none.
  */
 static Oid
-find_slot_index(Oid relid, const SlotIndexPlan *plan, Oid after)
+find_slot_index_on(Oid relid, const SlotIndexPlan *plan, AttrNumber attnum,
+				   Oid after, int flags)
 {
-	Oid			argtypes[5] = {OIDOID, TEXTOID, INT2OID, TEXTOID, OIDOID};
-	Datum		values[5];
+	Oid			argtypes[6] = {OIDOID, TEXTOID, INT2OID, TEXTOID, OIDOID, OIDOID};
+	Datum		values[6];
 	int64		found_oid;
 	bool		found;
 
 	values[0] = ObjectIdGetDatum(relid);
 	values[1] = CStringGetTextDatum(plan->expr);
-	values[2] = Int16GetDatum(plan->attnum);
+	values[2] = Int16GetDatum(attnum);
 	values[3] = CStringGetTextDatum(psprintf("(%s IS NOT NULL)",
 											 quote_identifier(plan->column)));
 	values[4] = ObjectIdGetDatum(after);
-	stream_catalog_exec_latest("SELECT i.indexrelid::pg_catalog.int8 "
-							   "FROM pg_catalog.pg_index i "
-							   "JOIN pg_catalog.pg_class c ON c.oid = i.indexrelid "
-							   "JOIN pg_catalog.pg_am a ON a.oid = c.relam "
-							   "WHERE i.indrelid = $1 AND i.indexrelid > $5 "
-							   "AND a.amname = 'btree' AND c.relkind = 'i' "
-							   "AND i.indnatts = 2 AND i.indnkeyatts = 2 "
-							   "AND NOT i.indisunique AND NOT i.indisexclusion "
-							   "AND i.indisvalid AND i.indisready AND i.indislive "
-							   "AND i.indkey[0] = 0 AND i.indkey[1] = $3 "
-							   "AND i.indoption[0] = 0 AND i.indoption[1] = 0 "
-							   "AND (SELECT pg_catalog.bool_and(o.opcdefault) "
-							   "       FROM pg_catalog.pg_opclass o "
-							   "      WHERE o.oid = ANY (i.indclass::pg_catalog.oid[])) "
-							   "AND pg_catalog.pg_get_indexdef(i.indexrelid, 1, false) = $2 "
-							   "AND pg_catalog.pg_get_expr(i.indpred, i.indrelid) = $4 "
-							   "AND NOT EXISTS (SELECT 1 FROM stream_seq.consumer k "
-							   "  WHERE k.stream::pg_catalog.oid = $1 "
-							   "    AND (pg_catalog.to_regclass(k.slot_index) = i.indexrelid "
-							   "      OR pg_catalog.to_regclass(k.resize_index) = i.indexrelid "
-							   "      OR i.indexrelid::pg_catalog.regclass = ANY ("
-							   "           SELECT pg_catalog.to_regclass(r) FROM pg_catalog.unnest("
-							   "             pg_catalog.string_to_array(k.retired_index, pg_catalog.chr(1))) r))) "
-							   "ORDER BY i.indexrelid LIMIT 1",
-							   5, argtypes, values, &found_oid, 1, &found);
+	values[5] = ObjectIdGetDatum(plan->stream);
+	stream_catalog_exec_latest(psprintf("SELECT i.indexrelid::pg_catalog.int8 "
+										"FROM pg_catalog.pg_index i "
+										"JOIN pg_catalog.pg_class c ON c.oid = i.indexrelid "
+										"JOIN pg_catalog.pg_am a ON a.oid = c.relam "
+										"WHERE i.indrelid = $1 AND i.indexrelid > $5 "
+										"AND a.amname = 'btree' AND c.relkind IN ('i', 'I') "
+										"AND i.indnatts = 2 AND i.indnkeyatts = 2 "
+										"AND NOT i.indisunique AND NOT i.indisexclusion "
+										"AND %s AND %s "
+										"AND i.indkey[0] = 0 AND i.indkey[1] = $3 "
+										"AND i.indoption[0] = 0 AND i.indoption[1] = 0 "
+										"AND (SELECT pg_catalog.bool_and(o.opcdefault) "
+										"       FROM pg_catalog.pg_opclass o "
+										"      WHERE o.oid = ANY (i.indclass::pg_catalog.oid[])) "
+										"AND pg_catalog.pg_get_indexdef(i.indexrelid, 1, false) = $2 "
+										"AND pg_catalog.pg_get_expr(i.indpred, i.indrelid) = $4 "
+										"AND NOT EXISTS (SELECT 1 FROM stream_seq.consumer k "
+										"  WHERE k.stream::pg_catalog.oid = $6 "
+										"    AND (pg_catalog.to_regclass(k.slot_index) = i.indexrelid "
+										"      OR pg_catalog.to_regclass(k.resize_index) = i.indexrelid "
+										"      OR i.indexrelid::pg_catalog.regclass = ANY ("
+										"           SELECT pg_catalog.to_regclass(r) FROM pg_catalog.unnest("
+										"             pg_catalog.string_to_array(k.retired_index, pg_catalog.chr(1))) r))) "
+										"ORDER BY i.indexrelid LIMIT 1",
+										(flags & SLOT_INDEX_VALID) ?
+										"i.indisvalid AND i.indisready AND i.indislive" :
+										"i.indisready AND i.indislive",
+										(flags & SLOT_INDEX_UNATTACHED) ?
+										"NOT c.relispartition" : "true"),
+							   6, argtypes, values, &found_oid, 1, &found);
 	return found ? (Oid) found_oid : InvalidOid;
+}
+
+/*
+ * find_slot_index
+ *		The valid index of the stream table that a plan describes (see
+ *		find_slot_index_on): on a partitioned stream a partitioned index
+ *		with an index of every partition attached.
+ */
+static Oid
+find_slot_index(Oid relid, const SlotIndexPlan *plan, Oid after)
+{
+	return find_slot_index_on(relid, plan, plan->attnum, after,
+							  SLOT_INDEX_VALID);
 }
 
 /*
@@ -624,6 +675,17 @@ static Oid
 build_slot_index(Oid relid, const char *consumer, const SlotIndexPlan *plan)
 {
 	Oid			index;
+	Oid			incomplete = InvalidOid;
+
+	if (get_rel_relkind(relid) == RELKIND_PARTITIONED_TABLE)
+		incomplete = find_slot_index_on(relid, plan, plan->attnum, InvalidOid,
+										SLOT_INDEX_UNATTACHED);
+	if (OidIsValid(incomplete) && get_rel_name(incomplete) != NULL)
+		ereport(NOTICE,
+				(errmsg("index \"%s\" built beforehand for group \"%s\" is not adopted: a partition has no index attached to it",
+						get_rel_name(incomplete), consumer),
+				 errdetail("resize_group() builds an index of its own, keeping writers out while it runs."),
+				 errhint("To resize without writers waiting, run the statements stream_seq.resize_index() returns until it returns NULL, then call resize_group(): it adopts the index once it is valid.")));
 
 	/*
 	 * The build's SHARE lock is taken without queueing: a CREATE INDEX
@@ -644,7 +706,262 @@ build_slot_index(Oid relid, const char *consumer, const SlotIndexPlan *plan)
 	index = get_relname_relid(plan->name, get_rel_namespace(relid));
 	if (!OidIsValid(index))
 		elog(ERROR, "index \"%s\" of group \"%s\" is missing", plan->name, consumer);
+
+	/*
+	 * On a partitioned table CREATE INDEX attaches an index of a partition
+	 * that has the same definition instead of building one, even an
+	 * invalid one (which a failed CREATE INDEX CONCURRENTLY left): the
+	 * partitioned index is then invalid, and no use to the group.
+	 */
+	if (!get_index_isvalid(index))
+		ereport(ERROR,
+				(errcode(ERRCODE_OBJECT_NOT_IN_PREREQUISITE_STATE),
+				 errmsg("could not build a valid index for group \"%s\" of stream table \"%s\"",
+						consumer, stream_rel_name(relid)),
+				 errdetail("A partition has an invalid index of that definition, which a failed CREATE INDEX CONCURRENTLY leaves, and PostgreSQL attached it."),
+				 errhint("Drop the partition's invalid index (DROP INDEX CONCURRENTLY), then retry.")));
 	return index;
+}
+
+/* Without lock_timeout: the lock_timeout of resize_index()'s catalog steps. */
+#define RESIZE_CATALOG_LOCK_TIMEOUT_MS 100
+
+/*
+ * catalog_step
+ *		Wrap a statement that changes only the catalog but takes a lock
+ *		writers conflict with (CREATE INDEX ON ONLY: SHARE on the table,
+ *		DefineIndex, whatever the ONLY; ALTER INDEX ATTACH PARTITION:
+ *		ACCESS EXCLUSIVE on the partition's index, which a statement
+ *		writing the partition holds RowExclusiveLock on until it ends and
+ *		a transaction that planned a read of it AccessShareLock until it
+ *		ends) in a DO block that sets lock_timeout for it alone: waiting in
+ *		the lock queue behind an open transaction would stop every writer
+ *		that comes after it, so it gives up instead (55P03) and
+ *		resize_index() returns it again.  lock_timeout is the caller's
+ *		if set, otherwise RESIZE_CATALOG_LOCK_TIMEOUT_MS; it must not apply
+ *		to the CREATE INDEX CONCURRENTLY statements, whose waits for old
+ *		transactions are lock waits too.
+ */
+static char *
+catalog_step(const char *sql)
+{
+	char	   *quoted = quote_literal_cstr(sql);
+	char	   *tag = pstrdup("$resize$");
+	int			n = 0;
+
+	while (strstr(quoted, tag) != NULL)
+		tag = psprintf("$resize%d$", ++n);
+	return psprintf("DO %sBEGIN SET LOCAL lock_timeout = %d; EXECUTE %s; END%s",
+					tag, LockTimeout > 0 ? LockTimeout : RESIZE_CATALOG_LOCK_TIMEOUT_MS,
+					quoted, tag);
+}
+
+/*
+ * partition_index_name
+ *		A name for the index of a plan on partition "part" (named
+ *		"partname"): one that no
+ *		relation of its schema has and that this call has not planned yet
+ *		("taken", as "namespace oid/name").
+ */
+static char *
+partition_index_name(Oid part, const char *partname, const SlotIndexPlan *plan,
+					 List **taken)
+{
+	Oid			nsp = get_rel_namespace(part);
+	char	   *base = psprintf("%s_%s_s%d_idx",
+								stream_clip_name(partname, 26),
+								stream_clip_name(plan->consumer, 20),
+								plan->slots);
+	char	   *name = base;
+	int			n = 0;
+
+	for (;;)
+	{
+		char	   *key = psprintf("%u/%s", nsp, name);
+		ListCell   *lc;
+		bool		used = OidIsValid(get_relname_relid(name, nsp));
+
+		foreach(lc, *taken)
+			if (strcmp((char *) lfirst(lc), key) == 0)
+				used = true;
+		if (!used)
+		{
+			*taken = lappend(*taken, key);
+			return name;
+		}
+		name = psprintf("%s%d", base, ++n);
+	}
+}
+
+/*
+ * attached_index
+ *		The index of table "part" attached to partitioned index "parent",
+ *		or InvalidOid.
+ */
+static Oid
+attached_index(Oid parent, Oid part)
+{
+	Oid			argtypes[2] = {OIDOID, OIDOID};
+	Datum		values[2];
+	int64		index;
+	bool		found;
+
+	values[0] = ObjectIdGetDatum(parent);
+	values[1] = ObjectIdGetDatum(part);
+	stream_catalog_exec_latest("SELECT h.inhrelid::pg_catalog.int8 "
+							   "FROM pg_catalog.pg_inherits h "
+							   "JOIN pg_catalog.pg_index i ON i.indexrelid = h.inhrelid "
+							   "WHERE h.inhparent = $1 AND i.indrelid = $2",
+							   2, argtypes, values, &index, 1, &found);
+	return found ? (Oid) index : InvalidOid;
+}
+
+/*
+ * partition_index_statements
+ *		Append to "stmts" the statements that give every partition of
+ *		"table" (and theirs, for a sub-partitioned one) an index of the plan
+ *		attached to "table_index" (named "table_index_name", qualified;
+ *		InvalidOid if it is still to be created by an earlier statement).
+ *		A partition whose index is attached needs none; one with a valid
+ *		index of the plan not attached to any index gets only the ATTACH
+ *		(a step of an earlier run that failed); any other leaf partition
+ *		gets CREATE INDEX CONCURRENTLY, which keeps no writer out, then the
+ *		ATTACH; a sub-partitioned one CREATE INDEX ON ONLY, its partitions'
+ *		statements, and only then the ATTACH, so that its index is valid
+ *		when attached (attaching an invalid one that a later ATTACH makes
+ *		valid would lock the table above it in ACCESS EXCLUSIVE mode).
+ *		Partitions in order of their names, for a stable output.
+ */
+static List *
+partition_index_statements(Oid table, Oid table_index,
+						   const char *table_index_name,
+						   const SlotIndexPlan *plan, List **taken,
+						   List *stmts)
+{
+	Oid			argtypes[1] = {OIDOID};
+	Datum		values[1];
+	int64	   *rows;
+	uint64		n;
+	uint64		i;
+
+	values[0] = ObjectIdGetDatum(table);
+	n = stream_catalog_rows("SELECT c.oid::pg_catalog.int8, "
+							"  (c.relkind = 'p')::pg_catalog.int4::pg_catalog.int8 "
+							"FROM pg_catalog.pg_inherits h "
+							"JOIN pg_catalog.pg_class c ON c.oid = h.inhrelid "
+							"WHERE h.inhparent = $1 AND NOT h.inhdetachpending "
+							"AND c.relkind IN ('r', 'p') "
+							"ORDER BY c.oid::pg_catalog.regclass::pg_catalog.text",
+							1, argtypes, values, 2, &rows);
+	for (i = 0; i < n; i++)
+	{
+		Oid			part = (Oid) rows[i * 2];
+		bool		partitioned = rows[i * 2 + 1] != 0;
+		AttrNumber	attnum = get_attnum(part, plan->column);
+		char	   *partname = get_rel_name(part);
+		char	   *nspname = get_namespace_name(get_rel_namespace(part));
+		Oid			index = InvalidOid;
+		bool		attached = false;
+		char	   *name;
+
+		if (attnum == InvalidAttrNumber || partname == NULL || nspname == NULL)
+			continue;			/* dropped meanwhile */
+		if (OidIsValid(table_index))
+		{
+			index = attached_index(table_index, part);
+			attached = OidIsValid(index);
+		}
+		if (!OidIsValid(index))
+			index = find_slot_index_on(part, plan, attnum, InvalidOid,
+									   SLOT_INDEX_UNATTACHED |
+									   (partitioned ? 0 : SLOT_INDEX_VALID));
+		if (OidIsValid(index))
+			name = stream_qualified_name(index);
+		else
+		{
+			char	   *relname = partition_index_name(part, partname, plan, taken);
+			char	   *create;
+
+			name = quote_qualified_identifier(nspname, relname);
+			create = slot_index_statement_on(plan, relname,
+											 quote_qualified_identifier(nspname, partname),
+											 !partitioned, partitioned);
+			stmts = lappend(stmts, partitioned ? catalog_step(create) : create);
+		}
+		if (partitioned)
+			stmts = partition_index_statements(part, index, name, plan, taken,
+											   stmts);
+		if (!attached)
+			stmts = lappend(stmts,
+							catalog_step(psprintf("ALTER INDEX %s ATTACH PARTITION %s",
+												  table_index_name, name)));
+	}
+	return stmts;
+}
+
+/*
+ * partitioned_index_statements
+ *		The statements that build the index of a plan on a partitioned
+ *		stream without keeping writers out: CREATE INDEX ON ONLY the
+ *		stream table (an invalid partitioned index, catalog only), then
+ *		for each partition CREATE INDEX CONCURRENTLY and ALTER INDEX ...
+ *		ATTACH PARTITION; the last ATTACH makes the partitioned index
+ *		valid, and resize_group() adopts it.  The partitioned index comes
+ *		first so that a partition created meanwhile gets its index with
+ *		it, as CREATE TABLE ... PARTITION OF gives one.  If an incomplete
+ *		index of the plan is there (an earlier run stopped, or a partition
+ *		came after resize_index() and before its statements), only what it
+ *		still lacks.  NIL if a valid one is there.
+ */
+static List *
+partitioned_index_statements(Oid relid, const SlotIndexPlan *plan)
+{
+	Oid			index;
+	char	   *name;
+	List	   *taken = NIL;
+	List	   *stmts = NIL;
+
+	if (OidIsValid(find_slot_index(relid, plan, InvalidOid)))
+		return NIL;
+	index = find_slot_index_on(relid, plan, plan->attnum, InvalidOid,
+							   SLOT_INDEX_UNATTACHED);
+	if (OidIsValid(index))
+		name = stream_qualified_name(index);
+	else
+	{
+		name = quote_qualified_identifier(get_namespace_name(get_rel_namespace(relid)),
+										  plan->name);
+		taken = lappend(taken, psprintf("%u/%s", get_rel_namespace(relid),
+										plan->name));
+		stmts = lappend(stmts,
+						catalog_step(slot_index_statement_on(plan, plan->name,
+															 plan->table, false,
+															 true)));
+	}
+	stmts = partition_index_statements(relid, index, name, plan, &taken, stmts);
+	if (stmts == NIL)
+	{
+		Oid			any = InvalidOid;
+		int64	   *rows;
+		Oid			argtypes[1] = {OIDOID};
+		Datum		values[1];
+
+		/*
+		 * Every partition's index is attached, but the partitioned index
+		 * was never marked valid (attached while invalid): attaching one
+		 * again makes PostgreSQL look again.
+		 */
+		values[0] = ObjectIdGetDatum(index);
+		if (stream_catalog_rows("SELECT inhrelid::pg_catalog.int8 FROM pg_catalog.pg_inherits "
+								"WHERE inhparent = $1 ORDER BY inhrelid LIMIT 1",
+								1, argtypes, values, 1, &rows) > 0)
+			any = (Oid) rows[0];
+		if (OidIsValid(any))
+			stmts = lappend(stmts,
+							catalog_step(psprintf("ALTER INDEX %s ATTACH PARTITION %s",
+												  name, stream_qualified_name(any))));
+	}
+	return stmts;
 }
 
 /*
@@ -705,18 +1022,22 @@ report_pending_resize(const char *consumer, int pending, int current)
 
 /*
  * stream_seq_resize_index
- *		SQL: resize_index(stream, consumer, slots integer): the CREATE INDEX
- *		CONCURRENTLY statement of the index resize_group() to "slots" would
- *		build, for the table's owner to run beforehand (CONCURRENTLY cannot
- *		run in a function), so that resize_group() adopts it and writers
- *		never wait for a build.  NULL when resize_group() would build none:
- *		the count is the current one or that of the pending resize, or such
- *		an index is there already.  Same checks as resize_group(); takes no
- *		lock beyond those of the lookups.
+ *		SQL: resize_index(stream, consumer, slots integer) → setof text: the
+ *		statements that build the index resize_group() to "slots" would
+ *		build, for the table's owner to run beforehand, one by one at top
+ *		level (CONCURRENTLY cannot run in a function nor in a transaction
+ *		block), so that resize_group() adopts it and writers never wait for
+ *		a build.  For an ordinary stream one CREATE INDEX CONCURRENTLY; for
+ *		a partitioned one those of partitioned_index_statements().  One
+ *		NULL row when resize_group() would build none: the count is the
+ *		current one or that of the pending resize, or such an index is
+ *		there already.  Same checks as resize_group(); takes no lock beyond
+ *		those of the lookups.
  */
 Datum
 stream_seq_resize_index(PG_FUNCTION_ARGS)
 {
+	ReturnSetInfo *rsinfo = (ReturnSetInfo *) fcinfo->resultinfo;
 	Oid			relid;
 	char	   *consumer;
 	int32		slots;
@@ -727,6 +1048,10 @@ stream_seq_resize_index(PG_FUNCTION_ARGS)
 	SlotIndexPlan plan;
 	Oid			argtypes[2] = {REGCLASSOID, TEXTOID};
 	Datum		values[2];
+	List	   *stmts = NIL;
+	ListCell   *lc;
+	Datum		out[1];
+	bool		nulls[1] = {false};
 
 	check_resize_call(fcinfo, &relid, &consumer, &slots, &current);
 	values[0] = ObjectIdGetDatum(relid);
@@ -734,28 +1059,35 @@ stream_seq_resize_index(PG_FUNCTION_ARGS)
 	stream_catalog_exec("SELECT resize_to::pg_catalog.int8 FROM stream_seq.consumer "
 						"WHERE stream = $1 AND consumer = $2 AND resize_to IS NOT NULL",
 						2, argtypes, values, state, 1, &found);
-	if (found && (int) state[0] == slots)
-		PG_RETURN_NULL();
-	if (found && slots != current)
+	if (found && (int) state[0] != slots && slots != current)
 		report_pending_resize(consumer, (int) state[0], current);
-	if (slots == current)
-		PG_RETURN_NULL();
-	if (get_rel_relkind(relid) == RELKIND_PARTITIONED_TABLE)
-		ereport(ERROR,
-				(errcode(ERRCODE_FEATURE_NOT_SUPPORTED),
-				 errmsg("cannot build the index of group \"%s\" of partitioned stream table \"%s\" concurrently",
-						consumer, stream_rel_name(relid)),
-				 errdetail("CREATE INDEX CONCURRENTLY does not support partitioned tables."),
-				 errhint("Call stream_seq.resize_group() directly: it builds the index, keeping writers out while it runs.")));
-	old_expr = stream_catalog_text("SELECT slot_expr FROM stream_seq.consumer "
-								   "WHERE stream = $1 AND consumer = $2",
-								   2, argtypes, values);
-	if (old_expr == NULL)
-		elog(ERROR, "group \"%s\" has no slot expression", consumer);
-	plan_slot_index(relid, consumer, old_expr, current, slots, &plan);
-	if (OidIsValid(find_slot_index(relid, &plan, InvalidOid)))
-		PG_RETURN_NULL();
-	PG_RETURN_TEXT_P(cstring_to_text(slot_index_statement(&plan, true)));
+	if (!(found && (int) state[0] == slots) && slots != current)
+	{
+		old_expr = stream_catalog_text("SELECT slot_expr FROM stream_seq.consumer "
+									   "WHERE stream = $1 AND consumer = $2",
+									   2, argtypes, values);
+		if (old_expr == NULL)
+			elog(ERROR, "group \"%s\" has no slot expression", consumer);
+		plan_slot_index(relid, consumer, old_expr, current, slots, &plan);
+		if (get_rel_relkind(relid) == RELKIND_PARTITIONED_TABLE)
+			stmts = partitioned_index_statements(relid, &plan);
+		else if (!OidIsValid(find_slot_index(relid, &plan, InvalidOid)))
+			stmts = list_make1(slot_index_statement(&plan, true));
+	}
+
+	InitMaterializedSRF(fcinfo, MAT_SRF_USE_EXPECTED_DESC);
+	if (stmts == NIL)
+	{
+		nulls[0] = true;
+		out[0] = (Datum) 0;
+		tuplestore_putvalues(rsinfo->setResult, rsinfo->setDesc, out, nulls);
+	}
+	foreach(lc, stmts)
+	{
+		out[0] = CStringGetTextDatum((char *) lfirst(lc));
+		tuplestore_putvalues(rsinfo->setResult, rsinfo->setDesc, out, nulls);
+	}
+	return (Datum) 0;
 }
 
 /*
