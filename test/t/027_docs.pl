@@ -31,7 +31,7 @@ use StreamSeqTest;
 
 my $root = source_root();
 my @files = ('README.md',
-	map { "doc/$_.md" } qw(usage consumers partitioned-streams replicas
+	map { "doc/$_.md" } qw(usage applications consumers partitioned-streams replicas
 	  operations monitoring reference how-it-works performance comparison
 	  limitations tests));
 
