@@ -197,6 +197,28 @@ ROLLBACK TO SAVEPOINT s;
 COMMIT;
 SELECT id, seq IS NOT NULL AS numbered FROM events WHERE id IN (6, 7) ORDER BY id;
 
+-- a PL/pgSQL exception block that catches the refusal keeps nothing of it
+DO $$
+BEGIN
+  INSERT INTO events (id, customer_id, seq) VALUES (8, 18, 800);
+EXCEPTION WHEN generated_always THEN
+  RAISE NOTICE 'refused: %', SQLSTATE;
+END $$;
+-- with SET CONSTRAINTS ALL IMMEDIATE the numbering at the end of the
+-- statement comes first, and refuses the row too; an upsert of a loaded
+-- row works there as well
+BEGIN;
+SET CONSTRAINTS ALL IMMEDIATE;
+INSERT INTO events (id, customer_id, seq) VALUES (8, 18, 800);
+\echo :LAST_ERROR_SQLSTATE
+ROLLBACK;
+BEGIN;
+SET CONSTRAINTS ALL IMMEDIATE;
+INSERT INTO events (id, customer_id, seq) VALUES (6, 26, NULL), (1, 31, 1)
+  ON CONFLICT (id) DO UPDATE SET customer_id = EXCLUDED.customer_id, seq = EXCLUDED.seq;
+COMMIT;
+SELECT id, customer_id, seq IS NOT NULL AS numbered FROM events WHERE id IN (1, 6, 8) ORDER BY id;
+
 -- the time column: the upsert of a loaded row, and a row with a time
 INSERT INTO tevents (id, v, seq, at) SELECT id, 20, seq, at FROM tevents WHERE id = 1
   ON CONFLICT (id) DO UPDATE SET v = EXCLUDED.v, seq = EXCLUDED.seq, at = EXCLUDED.at;

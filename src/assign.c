@@ -378,6 +378,8 @@ report_written_value(Relation rel, StreamTarget *target, AttrNumber attnum)
 {
 	Oid			stream = target->stream;
 	char	   *colname = get_attname(RelationGetRelid(rel), attnum, false);
+	const char *relname = rel->rd_rel->relispartition ?
+		stream_rel_name(stream) : RelationGetRelationName(rel);
 
 	/*
 	 * On a partition this is also how an UPDATE that changes a numbered
@@ -406,13 +408,13 @@ report_written_value(Relation rel, StreamTarget *target, AttrNumber attnum)
 		ereport(ERROR,
 				(errcode(ERRCODE_GENERATED_ALWAYS),
 				 errmsg("cannot insert a non-null value into column \"%s\" of stream table \"%s\"",
-						colname, RelationGetRelationName(rel)),
+						colname, relname),
 				 errdetail("Stream numbers are assigned by stream_seq when the inserting transaction commits."),
 				 errhint(APPLICATIONS_HINT)));
 	ereport(ERROR,
 			(errcode(ERRCODE_GENERATED_ALWAYS),
 			 errmsg("cannot insert a non-null value into column \"%s\" of stream table \"%s\"",
-					colname, RelationGetRelationName(rel)),
+					colname, relname),
 			 errdetail("It is the stream's time column: stream_seq writes it together with the number when the inserting transaction commits."),
 			 errhint(APPLICATIONS_HINT)));
 }
@@ -1285,7 +1287,8 @@ number_version(XactWriter *w, Relation rel, TupleTableSlot *row,
 				(errcode(ERRCODE_GENERATED_ALWAYS),
 				 errmsg("column \"%s\" of stream table \"%s\" was set by hand",
 						get_attname(RelationGetRelid(rel), w->seq_attnum, false), RelationGetRelationName(rel)),
-				 errdetail("Stream numbers are assigned by stream_seq when the inserting transaction commits.")));
+				 errdetail("Stream numbers are assigned by stream_seq when the inserting transaction commits."),
+				 errhint(APPLICATIONS_HINT)));
 
 	/*
 	 * The row must be visible to our update: it may be from this command.
