@@ -188,6 +188,18 @@ COPY events (id, customer_id, seq) FROM STDIN;
 \.
 SELECT id, customer_id, seq FROM events ORDER BY id;
 
+-- a number the stream has not handed out is refused before the row is
+-- stored; one below the counter that no row has (its row was deleted)
+-- reaches the table, and is refused at the end of the statement
+INSERT INTO events (id, customer_id, seq) SELECT 60, 60, stream_seq.head('events') + 1;
+\echo :LAST_ERROR_SQLSTATE
+BEGIN;
+SELECT seq AS gap FROM events WHERE id = 4 \gset
+DELETE FROM events WHERE id = 4;
+INSERT INTO events (id, customer_id, seq) VALUES (4, 14, :gap);
+\echo :LAST_ERROR_SQLSTATE
+ROLLBACK;
+
 -- a savepoint: the refused row rolls back with it, the transaction goes on
 BEGIN;
 INSERT INTO events (id, customer_id) VALUES (6, 16);
@@ -209,7 +221,8 @@ END $$;
 -- row works there as well
 BEGIN;
 SET CONSTRAINTS ALL IMMEDIATE;
-INSERT INTO events (id, customer_id, seq) VALUES (8, 18, 800);
+DELETE FROM events WHERE id = 4;
+INSERT INTO events (id, customer_id, seq) VALUES (4, 14, :gap);
 \echo :LAST_ERROR_SQLSTATE
 ROLLBACK;
 BEGIN;

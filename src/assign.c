@@ -498,6 +498,24 @@ stream_seq_guard_update_trigger(PG_FUNCTION_ARGS)
 }
 
 /*
+ * number_not_handed_out
+ *		Whether "number" is at or above the stream's counter: no number
+ *		there has been handed out, so no row can have it.  Starts the
+ *		counter if this server has not handed out a number yet, as the
+ *		first reservation would.
+ */
+static bool
+number_not_handed_out(StreamRef *ref, int64 number)
+{
+	int64		next;
+	int64		block_end;
+
+	if (!stream_counter_read(ref, &next, &block_end))
+		next = stream_start_counter(ref);
+	return number >= next;
+}
+
+/*
  * keep_value_for_null
  *		An UPDATE that stores NULL in column "attnum" of a row that has a
  *		value there: give the new version the old value back.  PostgreSQL
@@ -557,6 +575,7 @@ stream_seq_guard_trigger(PG_FUNCTION_ARGS)
 	StreamRef  *ref;
 	XactStream *xs;
 	TupleDesc	desc;
+	bool		isnull;
 
 	if (!CALLED_AS_TRIGGER(fcinfo) ||
 		!TRIGGER_FIRED_BEFORE(trigdata->tg_event) ||
@@ -620,6 +639,19 @@ stream_seq_guard_trigger(PG_FUNCTION_ARGS)
 		report_written_value(rel, target,
 							 !heap_attisnull(trigdata->tg_trigtuple, target->seq_attnum, desc) ?
 							 target->seq_attnum : target->time_attnum);
+
+	/*
+	 * A number the stream has not handed out yet is no loaded row's: refused
+	 * before the row reaches the indexes, where the commit-time write of the
+	 * transaction that gets that number would wait on the row's unique
+	 * index entry until this statement ends.
+	 */
+	if (!heap_attisnull(trigdata->tg_trigtuple, target->seq_attnum, desc) &&
+		number_not_handed_out(ref,
+							  DatumGetInt64(heap_getattr(trigdata->tg_trigtuple,
+														 target->seq_attnum,
+														 desc, &isnull))))
+		report_written_value(rel, target, target->seq_attnum);
 
 	/* too late: its assignment event would never fire */
 	if (past_pre_commit)
