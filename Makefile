@@ -13,7 +13,7 @@ PGFILEDESC   = "stream_seq - gap-safe stream tables"
 
 # Regression suites (sql/NAME.sql, expected/NAME.out), in the order they
 # run: upgrade drops and recreates the extension, so it comes last.
-REGRESS        = enable writes heap_only horizon consumers groups groups_resize commit_times typed_reads retries \
+REGRESS        = enable writes applications heap_only horizon consumers groups groups_resize commit_times typed_reads retries \
                  lifecycle security ordinary_role partitions operations retention_policy upgrade
 # Isolation specs (test/specs/NAME.spec, expected/NAME.out).
 ISOLATION      = $(basename $(notdir $(wildcard test/specs/*.spec)))

@@ -34,6 +34,172 @@ COMMENT ON FUNCTION stream_seq.resize_index(regclass, text, integer) IS
 -- Section B: application stacks (ORMs, drivers, poolers)
 -- ---------------------------------------------------------------------
 
+-- An upsert of a loaded row (INSERT ... ON CONFLICT DO UPDATE with the
+-- row's number in VALUES, as ORMs write it) must work, and a row must
+-- still never be stored with a number written by hand.  The guard
+-- trigger (BEFORE INSERT) fires before the conflict check, so it can no
+-- longer refuse such a row; it lets it through when the table has this
+-- AFTER INSERT trigger, which fires only for a row that was inserted
+-- (not for the DO UPDATE of a conflict, which the update guards check)
+-- and refuses it at the end of the statement.  Its WHEN queues an event
+-- only for rows inserted with a number or a time: ordinary inserts cost
+-- nothing.  Every stream gets it, as enable() creates it; on a
+-- partitioned stream PostgreSQL clones it onto the partitions.
+CREATE FUNCTION stream_seq.guard_insert_trigger() RETURNS trigger
+  AS 'MODULE_PATHNAME', 'stream_seq_guard_insert_trigger'
+  LANGUAGE C;
+COMMENT ON FUNCTION stream_seq.guard_insert_trigger() IS
+  'internal: AFTER INSERT trigger of stream tables; refuses a row inserted with a number or a time';
+
+-- The numbers of the session's last commit on a stream, kept in the
+-- backend's memory (so PARALLEL UNSAFE, as a worker has none of it).
+CREATE FUNCTION stream_seq.last_numbers(stream regclass,
+    OUT first bigint, OUT last bigint)
+  AS 'MODULE_PATHNAME', 'stream_seq_last_numbers'
+  LANGUAGE C VOLATILE STRICT PARALLEL UNSAFE;
+COMMENT ON FUNCTION stream_seq.last_numbers(regclass) IS
+  'first and last number of the last transaction of this session that committed rows to the stream; NULL, NULL if none';
+
+-- Adding the trigger to the existing streams needs SHARE ROW EXCLUSIVE
+-- on each stream table (and, through the partitioned table, its
+-- partitions), which stops their writers for the rest of the update.
+-- Those locks are taken here, all in one go, in the way the prologue of
+-- the 0.5.0 -> 0.5.1 update takes its own (see there why): the first
+-- waited for at most 1 s, every further one only within what is left of
+-- 200 ms (at most half of deadlock_timeout) after the first was granted;
+-- if one is not granted in time, everything taken is given back, the
+-- update waits, holding nothing and queueing behind nothing, until the
+-- transactions that held it have ended, and tries again.  The session's
+-- lock_timeout bounds the whole wait (55P03, nothing changed).  Nothing
+-- of the extension's catalog is locked: CREATE TRIGGER reads it only.
+DO $lock_streams$
+DECLARE
+    first_wait constant interval := interval '1 s';
+    hold_budget constant interval :=
+        least(interval '200 ms',
+              pg_catalog.current_setting('deadlock_timeout')::interval / 2);
+    saved_lock_timeout constant text := pg_catalog.current_setting('lock_timeout');
+    deadline timestamptz;
+    targets regclass[];
+    granted_first timestamptz;
+    wait_ms numeric;
+    trying int;
+    timed_out boolean;
+    holders text[];
+    holder_pids int[];
+BEGIN
+    IF saved_lock_timeout::interval > interval '0' THEN
+        deadline := pg_catalog.clock_timestamp() + saved_lock_timeout::interval;
+    END IF;
+    LOOP
+        -- read again at each try: streams come and go
+        SELECT pg_catalog.array_agg(s.relid ORDER BY s.relid::pg_catalog.oid)
+          INTO targets
+          FROM stream_seq.stream s
+         WHERE NOT EXISTS (SELECT FROM pg_catalog.pg_trigger g
+                            WHERE g.tgrelid = s.relid::pg_catalog.oid
+                              AND g.tgname = 'stream_seq_guard_insert');
+        trying := NULL;
+        timed_out := false;
+        BEGIN
+            FOR i IN 1 .. coalesce(pg_catalog.array_length(targets, 1), 0) LOOP
+                trying := i;
+                IF i = 1 THEN
+                    wait_ms := extract(epoch FROM first_wait) * 1000;
+                ELSE
+                    wait_ms := extract(epoch FROM
+                        hold_budget - (pg_catalog.clock_timestamp() - granted_first)) * 1000;
+                END IF;
+                IF deadline IS NOT NULL THEN
+                    wait_ms := least(wait_ms, extract(epoch FROM
+                        deadline - pg_catalog.clock_timestamp()) * 1000);
+                END IF;
+                IF wait_ms < 1 THEN
+                    RAISE EXCEPTION USING ERRCODE = 'lock_not_available';
+                END IF;
+                PERFORM pg_catalog.set_config('lock_timeout',
+                                              pg_catalog.ceil(wait_ms)::text || 'ms', true);
+                EXECUTE pg_catalog.format('LOCK TABLE %s IN SHARE ROW EXCLUSIVE MODE', targets[i]);
+                IF i = 1 THEN
+                    granted_first := pg_catalog.clock_timestamp();
+                END IF;
+            END LOOP;
+            PERFORM pg_catalog.set_config('lock_timeout', saved_lock_timeout, true);
+            EXIT;               -- all held, until the update commits
+        EXCEPTION
+            WHEN lock_not_available THEN
+                timed_out := true;      -- and nothing of this try is held
+            WHEN undefined_table THEN
+                NULL;                   -- a stream dropped meanwhile
+        END;
+        PERFORM pg_catalog.set_config('lock_timeout', saved_lock_timeout, true);
+
+        -- wait, polling, for the transactions that held what could not be
+        -- had (or a partition of it) in a conflicting mode to end
+        holders := NULL;
+        holder_pids := NULL;
+        IF timed_out THEN
+            SELECT pg_catalog.array_agg(DISTINCT l.virtualtransaction),
+                   pg_catalog.array_agg(DISTINCT l.pid) FILTER (WHERE l.pid IS NOT NULL)
+              INTO holders, holder_pids
+              FROM pg_catalog.pg_locks l
+             WHERE l.locktype = 'relation'
+               AND l.database = (SELECT d.oid FROM pg_catalog.pg_database d
+                                  WHERE d.datname = pg_catalog.current_database())
+               AND l.granted
+               AND l.pid IS DISTINCT FROM pg_catalog.pg_backend_pid()
+               AND (l.relation = targets[trying]
+                    OR l.relation IN (SELECT p.relid
+                                        FROM pg_catalog.pg_partition_tree(targets[trying]) p))
+               AND l.mode NOT IN ('AccessShareLock', 'RowShareLock');
+            IF holders IS NOT NULL THEN
+                RAISE LOG 'stream_seq update: waiting for the transactions of processes % to end (they lock %)',
+                    pg_catalog.array_to_string(holder_pids, ', '), targets[trying];
+                PERFORM pg_catalog.pg_cancel_backend(a.pid)
+                   FROM pg_catalog.pg_stat_activity a
+                  WHERE a.pid = ANY (holder_pids)
+                    AND a.backend_type = 'autovacuum worker'
+                    AND a.query NOT LIKE '%(to prevent wraparound)%';
+            END IF;
+        END IF;
+        LOOP
+            IF deadline IS NOT NULL AND pg_catalog.clock_timestamp() >= deadline THEN
+                RAISE EXCEPTION 'could not lock the stream tables extension "stream_seq" updates within lock_timeout'
+                  USING ERRCODE = 'lock_not_available',
+                        DETAIL = pg_catalog.format('Processes %s hold locks on %s.',
+                                                   coalesce(pg_catalog.array_to_string(holder_pids, ', '),
+                                                            '(none now)'),
+                                                   targets[trying]),
+                        HINT = 'Nothing was changed.  Run ALTER EXTENSION stream_seq UPDATE again, or end those transactions first.';
+            END IF;
+            PERFORM pg_catalog.pg_sleep(0.02);
+            EXIT WHEN holders IS NULL OR NOT EXISTS (
+                SELECT FROM pg_catalog.pg_locks l
+                 WHERE l.virtualtransaction = ANY (holders));
+        END LOOP;
+    END LOOP;
+END;
+$lock_streams$;
+
+DO $$
+DECLARE
+    s record;
+BEGIN
+    FOR s IN SELECT relid, seq_column, time_column FROM stream_seq.stream
+              WHERE NOT EXISTS (SELECT FROM pg_catalog.pg_trigger g
+                                 WHERE g.tgrelid = relid::pg_catalog.oid
+                                   AND g.tgname = 'stream_seq_guard_insert') LOOP
+        EXECUTE pg_catalog.format(
+            'CREATE TRIGGER stream_seq_guard_insert AFTER INSERT ON %s '
+            'FOR EACH ROW WHEN (NEW.%I IS NOT NULL%s) '
+            'EXECUTE FUNCTION stream_seq.guard_insert_trigger()',
+            s.relid, s.seq_column,
+            CASE WHEN s.time_column IS NULL THEN ''
+                 ELSE pg_catalog.format(' OR NEW.%I IS NOT NULL', s.time_column) END);
+    END LOOP;
+END;
+$$;
+
 -- ---------------------------------------------------------------------
 -- Section C: operators' tooling: metrics for Prometheus and pg_monitor
 -- ---------------------------------------------------------------------

@@ -163,3 +163,37 @@ SELECT id, seq, at IS NOT NULL AS has_time FROM up42t;
 SELECT stream_seq.disable('up42');
 SELECT stream_seq.disable('up42t');
 DROP TABLE up42, up42t;
+
+-- 0.5.1 -> 0.6.0: under the SQL objects of 0.5.1 (no guard_insert
+-- trigger) the library refuses a row inserted with a number at once, the
+-- upsert of a loaded row too, as before; the update adds the trigger to
+-- every stream and its partitions, and the upsert works
+DROP EXTENSION stream_seq;
+CREATE EXTENSION stream_seq VERSION '0.5.1';
+CREATE TABLE up51 (id int PRIMARY KEY, v int);
+SELECT stream_seq.enable('up51');
+CREATE TABLE up51p (id int, day int, v int, PRIMARY KEY (id, day)) PARTITION BY LIST (day);
+CREATE TABLE up51p_1 PARTITION OF up51p FOR VALUES IN (1);
+SELECT stream_seq.enable('up51p', time_column => 'at');
+INSERT INTO up51 VALUES (1, 1);
+INSERT INTO up51p VALUES (1, 1, 1);
+INSERT INTO up51 (id, v, seq) VALUES (1, 2, 1) ON CONFLICT (id) DO UPDATE SET v = EXCLUDED.v;
+\echo :LAST_ERROR_SQLSTATE
+SELECT stream_seq.last_numbers('up51');
+\echo :LAST_ERROR_SQLSTATE
+ALTER EXTENSION stream_seq UPDATE TO '0.6.0';
+SELECT tgrelid::regclass, tgname, pg_get_triggerdef(oid) LIKE '%WHEN%' AS has_when
+  FROM pg_trigger WHERE tgname = 'stream_seq_guard_insert' ORDER BY tgrelid::regclass::text;
+INSERT INTO up51 (id, v, seq) VALUES (1, 2, 1) ON CONFLICT (id) DO UPDATE SET v = EXCLUDED.v;
+INSERT INTO up51p (id, day, v, seq, at) SELECT id, day, 2, seq, at FROM up51p
+  ON CONFLICT (id, day) DO UPDATE SET v = EXCLUDED.v, seq = EXCLUDED.seq, at = EXCLUDED.at;
+SELECT id, v, seq FROM up51;
+SELECT id, v, seq FROM up51p;
+INSERT INTO up51 (id, v, seq) VALUES (2, 2, 100);
+\echo :LAST_ERROR_SQLSTATE
+INSERT INTO up51p (id, day, v, at) VALUES (2, 1, 2, now());
+\echo :LAST_ERROR_SQLSTATE
+INSERT INTO up51 VALUES (3, 3);
+SELECT first = last AND last = (SELECT seq FROM up51 WHERE id = 3) AS last_numbers
+  FROM stream_seq.last_numbers('up51');
+DROP TABLE up51, up51p;

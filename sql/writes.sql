@@ -41,8 +41,9 @@ INSERT INTO w (id, payload, seq) VALUES (40, 'by hand', 1000);
 \echo :LAST_ERROR_SQLSTATE
 UPDATE w SET seq = seq + 1000 WHERE id = 1;
 \echo :LAST_ERROR_SQLSTATE
-UPDATE w SET seq = NULL WHERE id = 1;
-\echo :LAST_ERROR_SQLSTATE
+-- NULL, which is also how SET seq = DEFAULT reaches the triggers, keeps
+-- the number (0.6.0)
+UPDATE w SET seq = NULL WHERE id = 1 RETURNING seq IS NOT NULL AS kept;
 COPY w (id, payload, seq) FROM STDIN;
 41	copied	5000
 \.

@@ -5,9 +5,14 @@
  *	  a stream table, the transaction's per-stream state, and the
  *	  transaction callbacks that record each transaction's outcome.
  *
- * Two triggers per stream table:
+ * The triggers of a stream table that do the numbering:
  *	- stream_seq_guard, BEFORE INSERT and BEFORE UPDATE OF the column,
- *	  refuses a number written by hand and counts inserted rows;
+ *	  refuses a number written by hand into a row an UPDATE stores, and
+ *	  counts inserted rows; a row inserted with a number goes on to the
+ *	  conflict check of INSERT ... ON CONFLICT, and if it is inserted,
+ *	  stream_seq_guard_insert (AFTER INSERT, not deferred) refuses it at
+ *	  the end of the statement, so an upsert of a loaded row can work;
+ *	  stream_seq_guard_update (AFTER UPDATE) checks what an UPDATE stored;
  *	- stream_seq_assign, a deferred constraint trigger AFTER INSERT, fires
  *	  in the commit's deferred-trigger loop.  The first firing for a stream
  *	  reserves as many numbers as rows were counted (the entry is appended
@@ -49,6 +54,7 @@
 #include "access/xact.h"
 #include "access/xlog.h"
 #include "catalog/pg_publication.h"
+#include "catalog/pg_trigger.h"
 #include "commands/async.h"
 #include "commands/trigger.h"
 #include "access/genam.h"
@@ -58,6 +64,7 @@
 #include "tcop/pquery.h"
 #include "tcop/utility.h"
 #include "fmgr.h"
+#include "funcapi.h"
 #include "miscadmin.h"
 #include "utils/acl.h"
 #include "utils/builtins.h"
@@ -76,7 +83,9 @@
 
 PG_FUNCTION_INFO_V1(stream_seq_guard_trigger);
 PG_FUNCTION_INFO_V1(stream_seq_guard_update_trigger);
+PG_FUNCTION_INFO_V1(stream_seq_guard_insert_trigger);
 PG_FUNCTION_INFO_V1(stream_seq_assign_trigger);
+PG_FUNCTION_INFO_V1(stream_seq_last_numbers);
 
 
 /*
@@ -94,7 +103,27 @@ typedef struct XactStream
 	int64		cur_next;		/* current reserved range [cur_next, cur_end) */
 	int64		cur_end;
 	TimestampTz cur_time;		/* and the time it was reserved at */
+	int64		first_number;	/* lowest and highest number written, */
+	int64		last_number;	/* when numbered > 0 */
 } XactStream;
+
+/*
+ * The numbers of the last transaction of this session that committed rows
+ * to a stream, for last_numbers(): one entry per stream, in
+ * TopMemoryContext.  The entry is made (and "pending" set) before commit,
+ * where an allocation may fail; the commit callback, which must not fail,
+ * only moves "pending" into place, and an abort drops it.
+ */
+typedef struct SessionNumbers
+{
+	Oid			relid;			/* hash key: the stream table */
+	bool		committed;		/* first and last are set */
+	int64		first;
+	int64		last;
+	bool		pending;		/* the committing transaction's numbers */
+	int64		pending_first;
+	int64		pending_last;
+} SessionNumbers;
 
 /*
  * A table the current transaction inserted stream rows into: the stream
@@ -138,6 +167,9 @@ static List *xact_writers = NIL;	/* of XactWriter, usually one */
  */
 static List *released_streams = NIL;
 static List *slots_to_free = NIL;
+
+static HTAB *session_numbers = NULL;
+static bool session_numbers_pending = false;	/* an entry has "pending" */
 
 /* Whether our pre-commit callback has run: no stream row may come after. */
 static bool past_pre_commit = false;
@@ -296,6 +328,98 @@ report_late_row(const char *relname)
 }
 
 /*
+ * The hint of every refusal of a written number: the page that says what
+ * is accepted, and how each ORM keeps the column read-only.
+ */
+#define APPLICATIONS_HINT \
+	"Leave the column out of the statement, or write back the value the row has; see the stream_seq documentation, doc/applications.md."
+
+/*
+ * has_insert_guard
+ *		Whether the table has the AFTER INSERT trigger that refuses a row
+ *		inserted with a number or a time (stream_seq_guard_insert), enabled
+ *		for origin mode: only then may the guard trigger let such a row
+ *		through to the conflict check of INSERT ... ON CONFLICT.  A stream
+ *		enabled under an earlier version's SQL has none until ALTER
+ *		EXTENSION UPDATE adds it, and the guard refuses the row at once, as
+ *		it always did.  Looked at only for a row that has a value.
+ */
+static bool
+has_insert_guard(Relation rel)
+{
+	TriggerDesc *trigdesc = rel->trigdesc;
+	int			i;
+
+	for (i = 0; trigdesc != NULL && i < trigdesc->numtriggers; i++)
+	{
+		Trigger    *trigger = &trigdesc->triggers[i];
+
+		if (strcmp(trigger->tgname, "stream_seq_guard_insert") == 0 &&
+			TRIGGER_FOR_ROW(trigger->tgtype) &&
+			TRIGGER_FOR_AFTER(trigger->tgtype) &&
+			TRIGGER_FOR_INSERT(trigger->tgtype) &&
+			!trigger->tgdeferrable &&
+			trigger->tgenabled == TRIGGER_FIRES_ON_ORIGIN &&
+			stream_is_own_trigger_function(trigger->tgfoid, NULL))
+			return true;
+	}
+	return false;
+}
+
+/*
+ * report_written_value
+ *		The error for a row inserted with a value in the stream column or
+ *		the time column ("attnum"): from the guard trigger (before the row
+ *		is stored, when the table has no insert guard) or from the insert
+ *		guard (after, at the end of the statement).
+ */
+static void
+report_written_value(Relation rel, StreamTarget *target, AttrNumber attnum)
+{
+	Oid			stream = target->stream;
+	char	   *colname = get_attname(RelationGetRelid(rel), attnum, false);
+	const char *relname = rel->rd_rel->relispartition ?
+		stream_rel_name(stream) : RelationGetRelationName(rel);
+
+	/*
+	 * On a partition this is also how an UPDATE that changes a numbered
+	 * row's partition key arrives: PostgreSQL moves the row by inserting
+	 * it, number and all, into its new partition.  Nothing here tells the
+	 * two apart, so the message covers both and names the stream.
+	 *
+	 * Nor a restore: a one-step pg_restore -j may create the stream's
+	 * triggers on the partitioned table (cloned onto the partitions)
+	 * before a partition's rows are loaded, since pg_dump makes a trigger
+	 * depend on its own table's data only, and the rows then arrive here
+	 * with their numbers.  Letting a COPY with numbers through would let
+	 * anyone write numbers by hand; the restore is done in two steps
+	 * instead (doc/operations.md, "Dump and restore").
+	 */
+	if (rel->rd_rel->relispartition && attnum == target->seq_attnum)
+		ereport(ERROR,
+				(errcode(ERRCODE_GENERATED_ALWAYS),
+				 errmsg("cannot write a number into column \"%s\" of stream table \"%s\"",
+						colname, stream_rel_name(stream)),
+				 errdetail("A row with a number was inserted into partition \"%s\": either the number was written by hand, or an UPDATE moved a numbered row there from another partition.",
+						   RelationGetRelationName(rel)),
+				 errhint("Leave column \"%s\" out of INSERT; to change the partition key of a numbered row, insert a new row instead; see the stream_seq documentation, doc/applications.md.",
+						 colname)));
+	if (attnum == target->seq_attnum)
+		ereport(ERROR,
+				(errcode(ERRCODE_GENERATED_ALWAYS),
+				 errmsg("cannot insert a non-null value into column \"%s\" of stream table \"%s\"",
+						colname, relname),
+				 errdetail("Stream numbers are assigned by stream_seq when the inserting transaction commits."),
+				 errhint(APPLICATIONS_HINT)));
+	ereport(ERROR,
+			(errcode(ERRCODE_GENERATED_ALWAYS),
+			 errmsg("cannot insert a non-null value into column \"%s\" of stream table \"%s\"",
+					colname, relname),
+			 errdetail("It is the stream's time column: stream_seq writes it together with the number when the inserting transaction commits."),
+			 errhint(APPLICATIONS_HINT)));
+}
+
+/*
  * column_changed
  *		Whether column "attnum" differs between two versions of a row (a
  *		bigint or timestamptz: compared as passed by value).
@@ -368,17 +492,79 @@ stream_seq_guard_update_trigger(PG_FUNCTION_ARGS)
 					get_attname(RelationGetRelid(rel), target->time_attnum, false) : "",
 					target->time_attnum != InvalidAttrNumber ? "\"" : "",
 					get_rel_name(target->stream)),
-			 errdetail("The UPDATE, or a BEFORE UPDATE trigger of the table, changed them; stream numbers and their times are written by stream_seq when the inserting transaction commits.")));
+			 errdetail("The UPDATE, or a BEFORE UPDATE trigger of the table, changed them; stream numbers and their times are written by stream_seq when the inserting transaction commits."),
+			 errhint(APPLICATIONS_HINT)));
 	PG_RETURN_NULL();			/* not reached */
+}
+
+/*
+ * number_not_handed_out
+ *		Whether "number" is at or above the stream's counter: no number
+ *		there has been handed out, so no row can have it.  Starts the
+ *		counter if this server has not handed out a number yet, as the
+ *		first reservation would.
+ */
+static bool
+number_not_handed_out(StreamRef *ref, int64 number)
+{
+	int64		next;
+	int64		block_end;
+
+	if (!stream_counter_read(ref, &next, &block_end))
+		next = stream_start_counter(ref);
+	return number >= next;
+}
+
+/*
+ * keep_value_for_null
+ *		An UPDATE that stores NULL in column "attnum" of a row that has a
+ *		value there: give the new version the old value back.  PostgreSQL
+ *		hands triggers SET col = DEFAULT as SET col = NULL (the column has
+ *		no default), and DEFAULT must leave the number alone, as it does a
+ *		generated column; a number cannot be taken away, so NULL means no
+ *		value given.  Returns the tuple to store.
+ */
+static HeapTuple
+keep_value_for_null(Relation rel, HeapTuple oldtuple, HeapTuple newtuple,
+					AttrNumber attnum)
+{
+	TupleDesc	desc = RelationGetDescr(rel);
+	bool		isnull;
+	Datum		value;
+	Datum	   *values;
+	bool	   *nulls;
+	bool	   *replace;
+	HeapTuple	result;
+
+	if (attnum == InvalidAttrNumber ||
+		!heap_attisnull(newtuple, attnum, desc) ||
+		heap_attisnull(oldtuple, attnum, desc))
+		return newtuple;
+	value = heap_getattr(oldtuple, attnum, desc, &isnull);
+	values = palloc0(sizeof(Datum) * desc->natts);
+	nulls = palloc0(sizeof(bool) * desc->natts);
+	replace = palloc0(sizeof(bool) * desc->natts);
+	values[attnum - 1] = value;
+	replace[attnum - 1] = true;
+	result = heap_modify_tuple(newtuple, desc, values, nulls, replace);
+	pfree(values);
+	pfree(nulls);
+	pfree(replace);
+	return result;
 }
 
 /*
  * stream_seq_guard_trigger
  *		BEFORE INSERT / BEFORE UPDATE OF column: the number is written only
- *		by stream_seq (an UPDATE may write back the value a row has; the
- *		guard_update trigger checks the row the UPDATE stores).  Counts
- *		inserted rows so that the commit-time reservation is made in one
- *		step.
+ *		by stream_seq.  An UPDATE may write back the value a row has, or
+ *		NULL (DEFAULT) over it, which keeps it (the guard_update trigger
+ *		checks the row the UPDATE stores).  An INSERT of a row with a value
+ *		goes on to the conflict check of INSERT ... ON CONFLICT, which
+ *		fires after this trigger and may turn it into an update of the
+ *		existing row (an ORM's upsert of a loaded row); if the row is
+ *		inserted instead, the guard_insert trigger refuses it at the end of
+ *		the statement.  Counts inserted rows so that the commit-time
+ *		reservation is made in one step.
  */
 Datum
 stream_seq_guard_trigger(PG_FUNCTION_ARGS)
@@ -388,6 +574,8 @@ stream_seq_guard_trigger(PG_FUNCTION_ARGS)
 	StreamTarget *target;
 	StreamRef  *ref;
 	XactStream *xs;
+	TupleDesc	desc;
+	bool		isnull;
 
 	if (!CALLED_AS_TRIGGER(fcinfo) ||
 		!TRIGGER_FIRED_BEFORE(trigdata->tg_event) ||
@@ -397,29 +585,40 @@ stream_seq_guard_trigger(PG_FUNCTION_ARGS)
 				 errmsg("stream_seq.guard_trigger() must be fired BEFORE ... FOR EACH ROW")));
 
 	rel = trigdata->tg_relation;
+	desc = RelationGetDescr(rel);
 	target = stream_lookup_target(rel);
 	ref = stream_lookup(target->stream, false);
 
-	/* an UPDATE that names the columns but leaves them as they were */
-	if (TRIGGER_FIRED_BY_UPDATE(trigdata->tg_event) &&
-		!number_or_time_changed(rel, target, trigdata->tg_trigtuple,
-								trigdata->tg_newtuple))
-		return PointerGetDatum(trigdata->tg_newtuple);
-
-	if (TRIGGER_FIRED_BY_UPDATE(trigdata->tg_event) &&
-		target->time_attnum != InvalidAttrNumber)
-		ereport(ERROR,
-				(errcode(ERRCODE_GENERATED_ALWAYS),
-				 errmsg("columns \"%s\" and \"%s\" of stream table \"%s\" cannot be updated",
-						column_name(ref), get_attname(ref->relid, ref->time_attnum, false),
-						RelationGetRelationName(rel)),
-				 errdetail("Stream numbers and their times are written by stream_seq when the inserting transaction commits.")));
 	if (TRIGGER_FIRED_BY_UPDATE(trigdata->tg_event))
+	{
+		HeapTuple	newtuple = trigdata->tg_newtuple;
+
+		/* DEFAULT (NULL) keeps the value */
+		newtuple = keep_value_for_null(rel, trigdata->tg_trigtuple, newtuple,
+									   target->seq_attnum);
+		newtuple = keep_value_for_null(rel, trigdata->tg_trigtuple, newtuple,
+									   target->time_attnum);
+
+		/* an UPDATE that names the columns but leaves them as they were */
+		if (!number_or_time_changed(rel, target, trigdata->tg_trigtuple,
+									newtuple))
+			return PointerGetDatum(newtuple);
+
+		if (target->time_attnum != InvalidAttrNumber)
+			ereport(ERROR,
+					(errcode(ERRCODE_GENERATED_ALWAYS),
+					 errmsg("columns \"%s\" and \"%s\" of stream table \"%s\" cannot be updated",
+							column_name(ref), get_attname(ref->relid, ref->time_attnum, false),
+							RelationGetRelationName(rel)),
+					 errdetail("Stream numbers and their times are written by stream_seq when the inserting transaction commits."),
+					 errhint(APPLICATIONS_HINT)));
 		ereport(ERROR,
 				(errcode(ERRCODE_GENERATED_ALWAYS),
 				 errmsg("column \"%s\" of stream table \"%s\" cannot be updated",
 						column_name(ref), RelationGetRelationName(rel)),
-				 errdetail("Stream numbers are assigned by stream_seq when the inserting transaction commits.")));
+				 errdetail("Stream numbers are assigned by stream_seq when the inserting transaction commits."),
+				 errhint(APPLICATIONS_HINT)));
+	}
 
 	if (!TRIGGER_FIRED_BY_INSERT(trigdata->tg_event))
 		ereport(ERROR,
@@ -427,47 +626,32 @@ stream_seq_guard_trigger(PG_FUNCTION_ARGS)
 				 errmsg("stream_seq.guard_trigger() must be fired for INSERT or UPDATE")));
 
 	/*
-	 * On a partition this is also how an UPDATE that changes a numbered
-	 * row's partition key arrives: PostgreSQL moves the row by inserting
-	 * it, number and all, into its new partition.  Nothing here tells the
-	 * two apart, so the message covers both and names the stream.
-	 *
-	 * Nor a restore: a one-step pg_restore -j may create the stream's
-	 * triggers on the partitioned table (cloned onto the partitions)
-	 * before a partition's rows are loaded, since pg_dump makes a trigger
-	 * depend on its own table's data only, and the rows then arrive here
-	 * with their numbers.  Letting a COPY with numbers through would let
-	 * anyone write numbers by hand; the restore is done in two steps
-	 * instead (doc/operations.md, "Dump and restore").
+	 * A row with a value: refused here only when no guard_insert trigger
+	 * will refuse it once inserted (see has_insert_guard), and on a sealed
+	 * or detaching partition, which takes no row either way: the message
+	 * then says what happened to a numbered row that an UPDATE moved
+	 * there, rather than that the partition is sealed.
 	 */
-	if (rel->rd_rel->relispartition &&
-		!heap_attisnull(trigdata->tg_trigtuple, target->seq_attnum,
-						RelationGetDescr(rel)))
-		ereport(ERROR,
-				(errcode(ERRCODE_GENERATED_ALWAYS),
-				 errmsg("cannot write a number into column \"%s\" of stream table \"%s\"",
-						column_name(ref), stream_rel_name(ref->relid)),
-				 errdetail("A row with a number was inserted into partition \"%s\": either the number was written by hand, or an UPDATE moved a numbered row there from another partition.",
-						   RelationGetRelationName(rel)),
-				 errhint("Leave column \"%s\" out of INSERT; to change the partition key of a numbered row, insert a new row instead.",
-						 column_name(ref))));
-	if (!heap_attisnull(trigdata->tg_trigtuple, target->seq_attnum,
-						RelationGetDescr(rel)))
-		ereport(ERROR,
-				(errcode(ERRCODE_GENERATED_ALWAYS),
-				 errmsg("cannot insert a non-null value into column \"%s\" of stream table \"%s\"",
-						column_name(ref), RelationGetRelationName(rel)),
-				 errdetail("Stream numbers are assigned by stream_seq when the inserting transaction commits.")));
+	if ((!heap_attisnull(trigdata->tg_trigtuple, target->seq_attnum, desc) ||
+		 (target->time_attnum != InvalidAttrNumber &&
+		  !heap_attisnull(trigdata->tg_trigtuple, target->time_attnum, desc))) &&
+		(target->sealed || target->detaching || !has_insert_guard(rel)))
+		report_written_value(rel, target,
+							 !heap_attisnull(trigdata->tg_trigtuple, target->seq_attnum, desc) ?
+							 target->seq_attnum : target->time_attnum);
 
-	if (target->time_attnum != InvalidAttrNumber &&
-		!heap_attisnull(trigdata->tg_trigtuple, target->time_attnum,
-						RelationGetDescr(rel)))
-		ereport(ERROR,
-				(errcode(ERRCODE_GENERATED_ALWAYS),
-				 errmsg("cannot insert a non-null value into column \"%s\" of stream table \"%s\"",
-						get_attname(ref->relid, ref->time_attnum, false),
-						RelationGetRelationName(rel)),
-				 errdetail("It is the stream's time column: stream_seq writes it together with the number when the inserting transaction commits.")));
+	/*
+	 * A number the stream has not handed out yet is no loaded row's: refused
+	 * before the row reaches the indexes, where the commit-time write of the
+	 * transaction that gets that number would wait on the row's unique
+	 * index entry until this statement ends.
+	 */
+	if (!heap_attisnull(trigdata->tg_trigtuple, target->seq_attnum, desc) &&
+		number_not_handed_out(ref,
+							  DatumGetInt64(heap_getattr(trigdata->tg_trigtuple,
+														 target->seq_attnum,
+														 desc, &isnull))))
+		report_written_value(rel, target, target->seq_attnum);
 
 	/* too late: its assignment event would never fire */
 	if (past_pre_commit)
@@ -494,6 +678,43 @@ stream_seq_guard_trigger(PG_FUNCTION_ARGS)
 	if (xs->inserted++ == 0)
 		check_publications(rel, target);
 	return PointerGetDatum(trigdata->tg_trigtuple);
+}
+
+/*
+ * stream_seq_guard_insert_trigger
+ *		AFTER INSERT, not deferred, for the rows inserted with a value in
+ *		the stream column or the time column (the trigger's WHEN says
+ *		which, so an ordinary insert queues nothing): refuse the statement.
+ *		It fires at the end of the statement, before anything else can see
+ *		the row, and only for a row that was inserted: the row of an
+ *		INSERT ... ON CONFLICT DO UPDATE that found a conflict is not, and
+ *		its update is checked as any update is.
+ */
+Datum
+stream_seq_guard_insert_trigger(PG_FUNCTION_ARGS)
+{
+	TriggerData *trigdata = (TriggerData *) fcinfo->context;
+	Relation	rel;
+	StreamTarget *target;
+
+	if (!CALLED_AS_TRIGGER(fcinfo) ||
+		!TRIGGER_FIRED_AFTER(trigdata->tg_event) ||
+		!TRIGGER_FIRED_FOR_ROW(trigdata->tg_event) ||
+		!TRIGGER_FIRED_BY_INSERT(trigdata->tg_event))
+		ereport(ERROR,
+				(errcode(ERRCODE_E_R_I_E_TRIGGER_PROTOCOL_VIOLATED),
+				 errmsg("stream_seq.guard_insert_trigger() must be fired AFTER INSERT ... FOR EACH ROW")));
+
+	rel = trigdata->tg_relation;
+	target = stream_lookup_target(rel);
+	if (!heap_attisnull(trigdata->tg_trigtuple, target->seq_attnum,
+						RelationGetDescr(rel)))
+		report_written_value(rel, target, target->seq_attnum);
+	if (target->time_attnum != InvalidAttrNumber &&
+		!heap_attisnull(trigdata->tg_trigtuple, target->time_attnum,
+						RelationGetDescr(rel)))
+		report_written_value(rel, target, target->time_attnum);
+	return PointerGetDatum(NULL);
 }
 
 /*
@@ -1098,7 +1319,8 @@ number_version(XactWriter *w, Relation rel, TupleTableSlot *row,
 				(errcode(ERRCODE_GENERATED_ALWAYS),
 				 errmsg("column \"%s\" of stream table \"%s\" was set by hand",
 						get_attname(RelationGetRelid(rel), w->seq_attnum, false), RelationGetRelationName(rel)),
-				 errdetail("Stream numbers are assigned by stream_seq when the inserting transaction commits.")));
+				 errdetail("Stream numbers are assigned by stream_seq when the inserting transaction commits."),
+				 errhint(APPLICATIONS_HINT)));
 
 	/*
 	 * The row must be visible to our update: it may be from this command.
@@ -1289,6 +1511,10 @@ stream_seq_assign_trigger(PG_FUNCTION_ARGS)
 
 		number_version(w, rel, row, &tid, number, numbered_at,
 					   as_inserted && !inserted_frozen(trigdata->tg_trigtuple));
+		if (xs->numbered == 1 || number < xs->first_number)
+			xs->first_number = number;
+		if (xs->numbered == 1 || number > xs->last_number)
+			xs->last_number = number;
 		if (!as_inserted)
 			check_foreign_keys(w, rel, &tid);
 	}
@@ -1327,6 +1553,103 @@ finish_xact(bool committed)
 	open_executors = 0;
 	open_executors_at_subxact = NIL;
 	constraints_being_set = 0;
+}
+
+/*
+ * remember_numbers
+ *		Before commit: note the numbers the transaction wrote on a stream
+ *		as pending in the session's entry for it, made here if missing.
+ */
+static void
+remember_numbers(XactStream *xs)
+{
+	SessionNumbers *entry;
+	bool		found;
+
+	if (session_numbers == NULL)
+	{
+		HASHCTL		ctl;
+
+		ctl.keysize = sizeof(Oid);
+		ctl.entrysize = sizeof(SessionNumbers);
+		ctl.hcxt = TopMemoryContext;
+		session_numbers = hash_create("stream_seq last numbers", 8, &ctl,
+									  HASH_ELEM | HASH_BLOBS | HASH_CONTEXT);
+	}
+	entry = hash_search(session_numbers, &xs->relid, HASH_ENTER, &found);
+	if (!found)
+		entry->committed = false;
+	entry->pending = true;
+	entry->pending_first = xs->first_number;
+	entry->pending_last = xs->last_number;
+	session_numbers_pending = true;
+}
+
+/*
+ * settle_numbers
+ *		At commit, the pending numbers become the session's last ones; at
+ *		abort (or PREPARE) they are dropped.  Called from commit and abort
+ *		callbacks: must not fail (a sequential scan of the hash table
+ *		allocates nothing).
+ */
+static void
+settle_numbers(bool committed)
+{
+	HASH_SEQ_STATUS status;
+	SessionNumbers *entry;
+
+	if (!session_numbers_pending)
+		return;
+	hash_seq_init(&status, session_numbers);
+	while ((entry = hash_seq_search(&status)) != NULL)
+	{
+		if (entry->pending && committed)
+		{
+			entry->committed = true;
+			entry->first = entry->pending_first;
+			entry->last = entry->pending_last;
+		}
+		entry->pending = false;
+	}
+	session_numbers_pending = false;
+}
+
+/*
+ * stream_seq_last_numbers
+ *		SQL: last_numbers(stream regclass, OUT first bigint, OUT last
+ *		bigint): the lowest and the highest number of the last transaction
+ *		of this session that committed rows to the stream; NULL, NULL when
+ *		none did.  Every number that transaction's rows got lies between
+ *		them.  Backend-local: a pooler that runs the next transaction on
+ *		another backend gets that backend's answer.  Requires SELECT on the
+ *		table.
+ */
+Datum
+stream_seq_last_numbers(PG_FUNCTION_ARGS)
+{
+	Oid			relid = PG_GETARG_OID(0);
+	TupleDesc	tupdesc;
+	Datum		values[2] = {0, 0};
+	bool		nulls[2] = {true, true};
+	SessionNumbers *entry = NULL;
+	StreamRef  *ref;
+
+	if (get_call_result_type(fcinfo, NULL, &tupdesc) != TYPEFUNC_COMPOSITE)
+		ereport(ERROR,
+				(errcode(ERRCODE_FEATURE_NOT_SUPPORTED),
+				 errmsg("function returning record called in context that cannot accept type record")));
+	ref = stream_lookup(relid, false);
+	stream_check_select(ref->relid);
+	if (session_numbers != NULL)
+		entry = hash_search(session_numbers, &ref->relid, HASH_FIND, NULL);
+	if (entry != NULL && entry->committed)
+	{
+		values[0] = Int64GetDatum(entry->first);
+		values[1] = Int64GetDatum(entry->last);
+		nulls[0] = nulls[1] = false;
+	}
+	tupdesc = BlessTupleDesc(tupdesc);
+	PG_RETURN_DATUM(HeapTupleGetDatum(heap_form_tuple(tupdesc, values, nulls)));
 }
 
 /*
@@ -1411,6 +1734,8 @@ stream_xact_callback(XactEvent event, void *arg)
 					stream_shrink(xs->ref, xs->cur_next, xs->cur_end);
 				if (xs->has_entry && stream_seq_notify)
 					notify_stream(xs->relid);
+				if (xs->numbered > 0)
+					remember_numbers(xs);
 			}
 			break;
 
@@ -1436,11 +1761,13 @@ stream_xact_callback(XactEvent event, void *arg)
 			foreach(lc, slots_to_free)
 				stream_slot_release(MyDatabaseId, lfirst_oid(lc));
 			finish_xact(true);
+			settle_numbers(true);
 			break;
 
 		case XACT_EVENT_ABORT:
 		case XACT_EVENT_PREPARE:
 			finish_xact(false);
+			settle_numbers(false);
 			break;
 
 		default:

@@ -122,14 +122,14 @@ ensure_cache(void)
  */
 static const char *const trigger_names[] = {
 	"stream_seq_guard", "stream_seq_assign", "stream_seq_truncate",
-	"stream_seq_replica", "stream_seq_guard_update"
+	"stream_seq_replica", "stream_seq_guard_update", "stream_seq_guard_insert"
 };
 static const char *const trigger_functions[] = {
 	"guard_trigger", "assign_trigger", "truncate_trigger",
-	"replica_trigger", "guard_update_trigger"
+	"replica_trigger", "guard_update_trigger", "guard_insert_trigger"
 };
 
-#define NUM_STREAM_TRIGGERS 5
+#define NUM_STREAM_TRIGGERS 6
 
 /*
  * stream_namespace

@@ -881,6 +881,16 @@ stream_seq_enable(PG_FUNCTION_ARGS)
 							   time_column != NULL ? " IS DISTINCT FROM NEW." : "",
 							   time_column != NULL ? quote_identifier(time_column) : ""),
 						   0, NULL, NULL);
+	/* an event only for rows inserted with a number or a time */
+	if (stream_trigger_function_installed("guard_insert_trigger"))
+		stream_caller_exec(psprintf("CREATE TRIGGER stream_seq_guard_insert AFTER INSERT ON %s "
+							   "FOR EACH ROW WHEN (NEW.%s IS NOT NULL%s%s%s) "
+							   "EXECUTE FUNCTION stream_seq.guard_insert_trigger()",
+							   table, quote_identifier(column),
+							   time_column != NULL ? " OR NEW." : "",
+							   time_column != NULL ? quote_identifier(time_column) : "",
+							   time_column != NULL ? " IS NOT NULL" : ""),
+						   0, NULL, NULL);
 	stream_caller_exec(psprintf("CREATE TRIGGER stream_seq_truncate BEFORE TRUNCATE ON %s "
 						   "FOR EACH STATEMENT EXECUTE FUNCTION stream_seq.truncate_trigger()",
 						   table), 0, NULL, NULL);

@@ -133,9 +133,12 @@ SELECT string_agg(seq::text, ',' ORDER BY seq) FROM stream_seq.read('ev', 'slow'
 			'2', "$label: where trimming left the stream's start is restored");
 	}
 
-	# hand-written numbers are refused
-	is( sqlstate($n, q{INSERT INTO ev (payload, seq) VALUES ('x', 5)}, $db),
+	# hand-written numbers are refused (one that another row has meets the
+	# unique index first: 23505, doc/applications.md "The rules")
+	is( sqlstate($n, q{INSERT INTO ev (payload, seq) VALUES ('x', 1000)}, $db),
 		'428C9', "$label: an INSERT that gives seq a value still fails with 428C9");
+	is( sqlstate($n, q{INSERT INTO ev (payload, seq) VALUES ('x', 5)}, $db),
+		'23505', "$label: ... and with 23505 when the number is another row's");
 
 	# new writes: numbered above everything handed out before the dump
 	is( query($n, q{

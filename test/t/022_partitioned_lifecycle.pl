@@ -158,7 +158,7 @@ is( $node->safe_psql('dst', q{
 SELECT string_agg(c.relname || '.' || t.tgname, ',' ORDER BY c.relname, t.tgname)
   FROM pg_trigger t JOIN pg_class c ON c.oid = t.tgrelid
  WHERE t.tgname LIKE 'stream\_seq\_%'}),
-	join(',', map { my $r = $_; map { "$r.stream_seq_$_" } qw(assign guard guard_update replica truncate) } qw(ev ev_1 ev_2 ev_3)),
+	join(',', map { my $r = $_; map { "$r.stream_seq_$_" } qw(assign guard guard_insert guard_update replica truncate) } qw(ev ev_1 ev_2 ev_3)),
 	'restored: the triggers of the parent and of each partition');
 is( $node->safe_psql('dst', q{
 SELECT string_agg(partition::text || ':' || lowest || '-' || highest, ',')
