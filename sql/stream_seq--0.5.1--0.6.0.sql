@@ -5,8 +5,11 @@
 
 -- A fresh install runs this script too (0.4.0's script, then the update
 -- chain).  It runs while applications write and read streams: its
--- statements replace functions and create new objects only, which takes
--- no lock a writer or a reader waits for.
+-- statements replace functions and create new objects, which takes no
+-- lock a writer or a reader waits for, except Section B's: it adds a
+-- trigger to every stream table, under SHARE ROW EXCLUSIVE taken the way
+-- the 0.5.0 -> 0.5.1 update takes its locks (never queued in front of
+-- writers; see that script's prologue), for a few milliseconds.
 
 -- ---------------------------------------------------------------------
 -- Section A: a partitioned stream's resize without writers waiting
