@@ -116,7 +116,7 @@ SELECT stream_seq.enable('up41p');
 INSERT INTO up41 VALUES (1);
 ALTER EXTENSION stream_seq UPDATE TO '0.4.2';
 SELECT tgrelid::regclass, tgenabled FROM pg_trigger
- WHERE tgname = 'stream_seq_replica' ORDER BY 1::text;
+ WHERE tgname = 'stream_seq_replica' ORDER BY tgrelid::regclass::text;
 SET session_replication_role = replica;
 INSERT INTO up41 (id, seq) VALUES (2, 100);
 INSERT INTO up41p (id, k, seq) VALUES (1, 1, 50);
