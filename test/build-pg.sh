@@ -28,6 +28,10 @@ cd "$(dirname "$0")/.."
 MAJOR=${1:?usage: build-pg.sh MAJOR}
 SUITE=${STREAM_SEQ_PG_SUITE:-sid}
 EXTENSIONS="pg-partman pg-repack pglogical"
+# the contrib modules the tests use: amcheck checks indexes against the
+# heap after the commit-time writes, pageinspect shows heap-only versions,
+# pg_stat_statements must see only the user's statements
+CONTRIB="amcheck pageinspect pg_stat_statements"
 if [ "$(id -u)" = 0 ]; then
 	CACHE=${STREAM_SEQ_PG_CACHE:-/var/cache/stream_seq}
 else
@@ -95,7 +99,7 @@ for p in $EXTENSIONS; do
 	fi
 	stamp="$stamp, $p ${VERSION_OF[$p]}"
 done
-stamp="$stamp, layout $LAYOUT, configure ${configure_opts[*]}"
+stamp="$stamp, contrib $CONTRIB, layout $LAYOUT, configure ${configure_opts[*]}"
 if [ -f "$PREFIX/.stamp" ] && [ "$(cat "$PREFIX/.stamp")" = "$stamp" ]; then
 	log "reusing $PREFIX ($stamp)"
 	echo "$PREFIX/bin/pg_config"
@@ -144,9 +148,7 @@ make -s install >/dev/null
 # not installed by "make install": the isolation tester
 make -s -C src/test/isolation install >/dev/null
 make -s -C src/test/perl install >/dev/null
-# the contrib modules the tests use: amcheck checks indexes against the
-# heap after the commit-time writes, pageinspect shows heap-only versions
-for m in amcheck pageinspect; do
+for m in $CONTRIB; do
 	make -s -C "contrib/$m" install >/dev/null
 done
 cd "$WORK"
