@@ -60,7 +60,7 @@ endif
 $(OBJS) $(OBJS:.o=.bc): .built-for src/stream_seq.h
 
 # Everything a user or CI runs: see README.md.
-.PHONY: test test-18 demo bench check-valgrind check-model
+.PHONY: test test-18 demo bench check-valgrind check-model check-layers
 test:
 	@test/run-tests.sh
 
@@ -68,6 +68,12 @@ test:
 # into a cache outside the clone the first time (test/build-pg.sh).
 test-18:
 	@test/run-tests.sh 18
+
+# No file of src/ calls a file of a higher layer (src/README.md), and the
+# calls between files form no circle: checked on the built objects (also
+# in "make test").
+check-layers: all
+	@test/check-layers.pl src
 
 # The standby horizon protocol, model-checked with spin (also in "make test").
 check-model:
