@@ -519,6 +519,19 @@ stream_report_not_stream(Oid relid)
 			 errhint("Use stream_seq.enable() to make it one.")));
 }
 
+/*
+ * stream_check_select
+ *		Positions in a stream are readable by those who may read the table.
+ */
+void
+stream_check_select(Oid relid)
+{
+	AclResult	aclresult = pg_class_aclcheck(relid, GetUserId(), ACL_SELECT);
+
+	if (aclresult != ACLCHECK_OK)
+		aclcheck_error(aclresult, OBJECT_TABLE, stream_rel_name(relid));
+}
+
 #define report_not_stream(relid) stream_report_not_stream(relid)
 
 /*

@@ -443,19 +443,6 @@ stream_statement_snapshot(void)
 }
 
 /*
- * stream_check_select
- *		Positions in a stream are readable by those who may read the table.
- */
-void
-stream_check_select(Oid relid)
-{
-	AclResult	aclresult = pg_class_aclcheck(relid, GetUserId(), ACL_SELECT);
-
-	if (aclresult != ACLCHECK_OK)
-		aclcheck_error(aclresult, OBJECT_TABLE, stream_rel_name(relid));
-}
-
-/*
  * stream_statement_horizon
  *		The horizon for the calling statement's snapshot, the same value
  *		for as long as that snapshot is in use.

@@ -275,6 +275,7 @@ extern bool stream_table_has_triggers(Oid relid);
 extern StreamRef *stream_lookup(Oid relid, bool missing_ok);
 extern char *stream_rel_name(Oid relid);
 extern void stream_report_not_stream(Oid relid);
+extern void stream_check_select(Oid relid);
 extern void stream_check_locked(Oid relid, LOCKMODE lockmode);
 extern StreamRef *stream_lookup_locked(Oid relid, LOCKMODE lockmode);
 extern Relation stream_relation_open(Oid relid, LOCKMODE lockmode);
@@ -328,7 +329,6 @@ extern int64 stream_compute_horizon(StreamRef *ref, Snapshot snapshot,
 									int64 *visible_horizon);
 extern int64 stream_statement_horizon(StreamRef *ref);
 extern Snapshot stream_statement_snapshot(void);
-extern void stream_check_select(Oid relid);
 extern void stream_horizon_init(void);
 extern bool stream_xact_computed_horizon(void);
 extern StandbyHorizonResult stream_standby_horizon(StreamRef *ref,
