@@ -10,7 +10,9 @@
  *
  * Also what other modules need to know of the database around the stream:
  * its owner (who may read what pg_dump reads), locks on roles that own
- * consumers, and whether pglogical is installed.
+ * consumers, and whether pglogical is installed; and the checks the SQL
+ * functions of every layer above start with (no NULL argument, SELECT on
+ * the stream table).
  *
  * A backend looks a stream up once per relcache invalidation of its table:
  * the catalog row says which column is numbered and which sequence records
@@ -530,6 +532,26 @@ stream_check_select(Oid relid)
 
 	if (aclresult != ACLCHECK_OK)
 		aclcheck_error(aclresult, OBJECT_TABLE, stream_rel_name(relid));
+}
+
+/*
+ * stream_check_not_null
+ *		Functions that create or change something take no NULL argument:
+ *		as STRICT functions they would silently do nothing.  Checks the
+ *		first "nargs" arguments.
+ */
+void
+stream_check_not_null(FunctionCallInfo fcinfo, int nargs, const char *what)
+{
+	int			i;
+
+	for (i = 0; i < nargs; i++)
+	{
+		if (PG_ARGISNULL(i))
+			ereport(ERROR,
+					(errcode(ERRCODE_NULL_VALUE_NOT_ALLOWED),
+					 errmsg("%s must not be null", what)));
+	}
 }
 
 #define report_not_stream(relid) stream_report_not_stream(relid)

@@ -63,26 +63,6 @@ PG_FUNCTION_INFO_V1(stream_seq_position);
 PG_FUNCTION_INFO_V1(stream_seq_advance);
 
 /*
- * stream_check_not_null
- *		Functions that create or change something take no NULL argument:
- *		as STRICT functions they would silently do nothing.  Checks the
- *		first "nargs" arguments.
- */
-void
-stream_check_not_null(FunctionCallInfo fcinfo, int nargs, const char *what)
-{
-	int			i;
-
-	for (i = 0; i < nargs; i++)
-	{
-		if (PG_ARGISNULL(i))
-			ereport(ERROR,
-					(errcode(ERRCODE_NULL_VALUE_NOT_ALLOWED),
-					 errmsg("%s must not be null", what)));
-	}
-}
-
-/*
  * report_unknown_consumer
  *		The error for a consumer name that does not exist on the stream.
  */

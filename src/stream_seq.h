@@ -276,6 +276,8 @@ extern StreamRef *stream_lookup(Oid relid, bool missing_ok);
 extern char *stream_rel_name(Oid relid);
 extern void stream_report_not_stream(Oid relid);
 extern void stream_check_select(Oid relid);
+extern void stream_check_not_null(FunctionCallInfo fcinfo, int nargs,
+								  const char *what);
 extern void stream_check_locked(Oid relid, LOCKMODE lockmode);
 extern StreamRef *stream_lookup_locked(Oid relid, LOCKMODE lockmode);
 extern Relation stream_relation_open(Oid relid, LOCKMODE lockmode);
@@ -376,8 +378,6 @@ extern void stream_partition_init(void);
 
 /* consumer.c */
 extern bool stream_have_groups(void);
-extern void stream_check_not_null(FunctionCallInfo fcinfo, int nargs,
-								  const char *what);
 extern void stream_check_consumer_name(const char *consumer);
 extern void stream_partition_detaching(Oid stream, Oid relid);
 extern bool stream_slot_index_is_name(void);
