@@ -488,21 +488,6 @@ reclaim_slots(void)
 }
 
 /*
- * stream_rel_name
- *		The name of relation "relid" for a message: stream_rel_name(), or the
- *		OID as text for a relation that no longer exists (dropped by a
- *		concurrent transaction), never NULL.  NULL passed on to a "%s" or to
- *		quote_identifier() would print "(null)" or crash.
- */
-char *
-stream_rel_name(Oid relid)
-{
-	char	   *relname = get_rel_name(relid);
-
-	return relname != NULL ? relname : psprintf("%u", relid);
-}
-
-/*
  * stream_report_not_stream
  *		The error for a table that is not a stream (or does not exist).
  */

@@ -26,6 +26,7 @@
 #include "utils/relcache.h"
 #include "utils/reltrigger.h"
 #include "utils/snapshot.h"
+#include "utils/lsyscache.h"
 #include "utils/timestamp.h"
 
 /*
@@ -64,6 +65,23 @@ extern int	stream_seq_round_interval;
 extern int	stream_seq_rmgr_id;
 extern int	stream_seq_retention_interval;
 extern void stream_define_settings(void);
+
+/*
+ * stream_rel_name
+ *		The name of relation "relid" for a message: get_rel_name(), or the
+ *		OID as text for a relation that no longer exists (dropped by a
+ *		concurrent transaction), never NULL.  NULL passed on to a "%s" or to
+ *		quote_identifier() would print "(null)" or crash.  Here, not in
+ *		catalog.c, because the files of every layer name relations in their
+ *		messages, shmem.c (below catalog.c) too.
+ */
+static inline char *
+stream_rel_name(Oid relid)
+{
+	char	   *relname = get_rel_name(relid);
+
+	return relname != NULL ? relname : psprintf("%u", relid);
+}
 
 /*
  * A backend's handle on a stream: what the catalog says about it and which
@@ -273,7 +291,6 @@ extern bool stream_pglogical_installed(void);
 extern bool stream_trigger_function_installed(const char *name);
 extern bool stream_table_has_triggers(Oid relid);
 extern StreamRef *stream_lookup(Oid relid, bool missing_ok);
-extern char *stream_rel_name(Oid relid);
 extern void stream_report_not_stream(Oid relid);
 extern void stream_check_select(Oid relid);
 extern void stream_check_not_null(FunctionCallInfo fcinfo, int nargs,
