@@ -28,6 +28,8 @@
  */
 #include "postgres.h"
 
+#include "catalog/index.h"
+#include "catalog/pg_class.h"
 #include "catalog/pg_type.h"
 #include "fmgr.h"
 #include "miscadmin.h"
@@ -294,6 +296,41 @@ stream_check_consumer_name(const char *consumer)
 		ereport(ERROR,
 				(errcode(ERRCODE_INVALID_PARAMETER_VALUE),
 				 errmsg("consumer name must not be empty")));
+}
+
+/*
+ * stream_drop_group_index
+ *		Drop the index named "name" (schema-qualified, as the consumer
+ *		table keeps a group's indexes) if it still exists and is an index
+ *		of stream table "relid" (or of its partitions' index tree).  The
+ *		name is text, not an OID, so that pg_restore can load it before the
+ *		index exists; so it may now name something else (the table moved
+ *		to another schema, another index took the name): that is left
+ *		alone, as the drop runs as the extension's owner.
+ */
+void
+stream_drop_group_index(Oid relid, const char *name)
+{
+	Oid			argtypes[1] = {TEXTOID};
+	Datum		values[1];
+	char	   *oid;
+	Oid			index;
+	char		relkind;
+
+	if (name == NULL)
+		return;
+	values[0] = CStringGetTextDatum(name);
+	oid = stream_catalog_text("SELECT pg_catalog.to_regclass($1)::pg_catalog.oid",
+							  1, argtypes, values);
+	if (oid == NULL)
+		return;
+	index = atooid(oid);
+	relkind = get_rel_relkind(index);
+	if ((relkind != RELKIND_INDEX && relkind != RELKIND_PARTITIONED_INDEX) ||
+		IndexGetRelation(index, true) != relid)
+		return;
+	stream_catalog_exec(psprintf("DROP INDEX IF EXISTS %s", stream_qualified_name(index)),
+						0, NULL, NULL, NULL, 0, NULL);
 }
 
 /*

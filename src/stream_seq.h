@@ -396,6 +396,7 @@ extern void stream_partition_init(void);
 /* consumer.c */
 extern bool stream_have_groups(void);
 extern void stream_check_consumer_name(const char *consumer);
+extern void stream_drop_group_index(Oid relid, const char *name);
 extern void stream_partition_detaching(Oid stream, Oid relid);
 extern bool stream_slot_index_is_name(void);
 extern int64 stream_consumer_lookup(Oid relid, const char *consumer,
@@ -428,7 +429,6 @@ extern void stream_resize_drop_indexes(Oid relid, const char *consumer);
 /* lifecycle.c */
 extern Oid	stream_unique_index(Oid relid, AttrNumber attnum);
 extern void stream_check_no_deferrable_index(Relation rel);
-extern void stream_drop_group_index(Oid relid, const char *name);
 extern void stream_check_written_columns_free(Relation rel, AttrNumber attnum,
 											  AttrNumber time_attnum);
 extern void stream_protect_index(Oid relid, AttrNumber attnum);
