@@ -405,8 +405,7 @@ extern void stream_check_consumer_owner(Oid relid, const char *consumer,
 										Oid owner);
 extern void stream_check_advance(StreamRef *ref, const char *what,
 								 int64 position, int64 to_position);
-
-/* group.c */
+extern bool stream_resize_supported(void);
 extern void stream_slots_raise(Oid relid, int64 upto);
 extern bool stream_slowest_consumer(Oid relid, char **consumer,
 									int64 *position);
@@ -415,8 +414,9 @@ extern bool stream_slots_floor(Oid relid, int64 horizon, char **consumer,
 extern int64 stream_slot_finished_upto(Oid relid, const char *slot_expr,
 									   int slot, int64 position, int64 horizon);
 
+/* group.c */
+
 /* resize.c */
-extern bool stream_resize_supported(void);
 extern bool stream_resize_try_switch(Oid relid, const char *consumer);
 extern int64 stream_resize_fence(Oid relid, const char *consumer);
 extern bool stream_resize_removed_slot(Oid relid, const char *consumer,
