@@ -70,7 +70,6 @@ static List *seen_positions = NIL;
 static LocalTransactionId seen_positions_lxid = InvalidLocalTransactionId;
 
 PG_FUNCTION_INFO_V1(stream_seq_create_consumer);
-PG_FUNCTION_INFO_V1(stream_seq_drop_consumer);
 PG_FUNCTION_INFO_V1(stream_seq_position);
 PG_FUNCTION_INFO_V1(stream_seq_advance);
 
@@ -418,50 +417,6 @@ stream_seq_create_consumer(PG_FUNCTION_ARGS)
 				(errcode(ERRCODE_DUPLICATE_OBJECT),
 				 errmsg("consumer \"%s\" of stream table \"%s\" already exists",
 						consumer, stream_rel_name(relid))));
-	PG_RETURN_VOID();
-}
-
-/*
- * stream_seq_drop_consumer
- *		SQL: drop_consumer(stream, consumer).
- */
-Datum
-stream_seq_drop_consumer(PG_FUNCTION_ARGS)
-{
-	Oid			relid;
-	char	   *consumer;
-	Oid			argtypes[2] = {REGCLASSOID, TEXTOID};
-	Datum		values[2];
-	Oid			owner;
-	char	   *index;
-
-	stream_check_not_null(fcinfo, 2, "stream table and consumer name");
-	relid = PG_GETARG_OID(0);
-	consumer = text_to_cstring(PG_GETARG_TEXT_PP(1));
-	(void) stream_lookup(relid, false);
-	(void) stream_consumer_lookup(relid, consumer, true, &owner, NULL);
-	stream_check_consumer_owner(relid, consumer, owner);
-
-	values[0] = ObjectIdGetDatum(relid);
-	values[1] = CStringGetTextDatum(consumer);
-	/* its slots, workers and parked rows first (no foreign key: catalog.c) */
-	if (stream_have_groups())
-	{
-		/* and the indexes its resizes made (resize.c) */
-		stream_resize_drop_indexes(relid, consumer);
-		stream_catalog_exec("DELETE FROM stream_seq.parked WHERE stream = $1 AND consumer = $2",
-							2, argtypes, values, NULL, 0, NULL);
-		stream_catalog_exec("DELETE FROM stream_seq.consumer_worker WHERE stream = $1 AND consumer = $2",
-							2, argtypes, values, NULL, 0, NULL);
-		stream_catalog_exec("DELETE FROM stream_seq.consumer_slot WHERE stream = $1 AND consumer = $2",
-							2, argtypes, values, NULL, 0, NULL);
-	}
-	index = stream_catalog_text("DELETE FROM stream_seq.consumer "
-								"WHERE stream = $1 AND consumer = $2 "
-								"RETURNING slot_index::pg_catalog.text",
-								2, argtypes, values);
-	/* a group's index on its slot expression goes with it, if still there */
-	stream_drop_group_index(relid, index);
 	PG_RETURN_VOID();
 }
 

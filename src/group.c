@@ -4,9 +4,11 @@
  *	  Consumer groups: one consumer whose rows are split into slots by a
  *	  stable hash of a key, so that several workers share the work while
  *	  the rows of one key stay in order; leases with fencing; explicit
- *	  resets.  The slowest consumer of a stream, plain or group, which
- *	  retention must not pass, is found in consumer.c, below the files
- *	  that need it.
+ *	  resets; and drop_consumer(), which drops a plain consumer or a group
+ *	  with its slots, workers, parked rows and the indexes its resizes
+ *	  made (resize.c).  The slowest consumer of a stream, plain or group,
+ *	  which retention must not pass, is found in consumer.c, below the
+ *	  files that need it.
  *
  * A group is a row of stream_seq.consumer with "slots" set, and one row per
  * slot in stream_seq.consumer_slot: its position (the last number of the
@@ -62,6 +64,7 @@
 #include "stream_seq.h"
 
 PG_FUNCTION_INFO_V1(stream_seq_create_group);
+PG_FUNCTION_INFO_V1(stream_seq_drop_consumer);
 PG_FUNCTION_INFO_V1(stream_seq_claim);
 PG_FUNCTION_INFO_V1(stream_seq_release);
 PG_FUNCTION_INFO_V1(stream_seq_slot_state);
@@ -259,6 +262,50 @@ stream_seq_create_group(PG_FUNCTION_ARGS)
 	stream_catalog_exec("INSERT INTO stream_seq.consumer_slot (stream, consumer, slot, position) "
 						"SELECT $1, $2, s, $3 FROM pg_catalog.generate_series(0, $5 - 1) s",
 						5, argtypes, values, NULL, 0, NULL);
+	PG_RETURN_VOID();
+}
+
+/*
+ * stream_seq_drop_consumer
+ *		SQL: drop_consumer(stream, consumer).
+ */
+Datum
+stream_seq_drop_consumer(PG_FUNCTION_ARGS)
+{
+	Oid			relid;
+	char	   *consumer;
+	Oid			argtypes[2] = {REGCLASSOID, TEXTOID};
+	Datum		values[2];
+	Oid			owner;
+	char	   *index;
+
+	stream_check_not_null(fcinfo, 2, "stream table and consumer name");
+	relid = PG_GETARG_OID(0);
+	consumer = text_to_cstring(PG_GETARG_TEXT_PP(1));
+	(void) stream_lookup(relid, false);
+	(void) stream_consumer_lookup(relid, consumer, true, &owner, NULL);
+	stream_check_consumer_owner(relid, consumer, owner);
+
+	values[0] = ObjectIdGetDatum(relid);
+	values[1] = CStringGetTextDatum(consumer);
+	/* its slots, workers and parked rows first (no foreign key: catalog.c) */
+	if (stream_have_groups())
+	{
+		/* and the indexes its resizes made (resize.c) */
+		stream_resize_drop_indexes(relid, consumer);
+		stream_catalog_exec("DELETE FROM stream_seq.parked WHERE stream = $1 AND consumer = $2",
+							2, argtypes, values, NULL, 0, NULL);
+		stream_catalog_exec("DELETE FROM stream_seq.consumer_worker WHERE stream = $1 AND consumer = $2",
+							2, argtypes, values, NULL, 0, NULL);
+		stream_catalog_exec("DELETE FROM stream_seq.consumer_slot WHERE stream = $1 AND consumer = $2",
+							2, argtypes, values, NULL, 0, NULL);
+	}
+	index = stream_catalog_text("DELETE FROM stream_seq.consumer "
+								"WHERE stream = $1 AND consumer = $2 "
+								"RETURNING slot_index::pg_catalog.text",
+								2, argtypes, values);
+	/* a group's index on its slot expression goes with it, if still there */
+	stream_drop_group_index(relid, index);
 	PG_RETURN_VOID();
 }
 

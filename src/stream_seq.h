@@ -415,6 +415,7 @@ extern int64 stream_slot_finished_upto(Oid relid, const char *slot_expr,
 									   int slot, int64 position, int64 horizon);
 
 /* group.c */
+extern Datum stream_seq_drop_consumer(PG_FUNCTION_ARGS);
 
 /* resize.c */
 extern bool stream_resize_try_switch(Oid relid, const char *consumer);
@@ -446,7 +447,6 @@ extern PGDLLEXPORT void stream_seq_retention_worker_main(Datum main_arg);
 
 /* roles.c */
 extern void stream_roles_init(void);
-extern Datum stream_seq_drop_consumer(PG_FUNCTION_ARGS);
 
 
 #endif							/* STREAM_SEQ_H */
