@@ -433,9 +433,10 @@ extern void stream_check_no_deferrable_index(Relation rel);
 extern void stream_check_written_columns_free(Relation rel, AttrNumber attnum,
 											  AttrNumber time_attnum);
 extern void stream_protect_index(Oid relid, AttrNumber attnum);
-struct IndexStmt;
-extern void stream_index_created(struct IndexStmt *stmt);
 extern void stream_retire(StreamRef *ref);
+
+/* ddl.c */
+extern void stream_ddl_init(void);
 
 /* replication.c */
 extern void stream_check_pglogical(Relation rel, Oid stream);
