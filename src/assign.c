@@ -73,6 +73,13 @@
 #include "utils/snapmgr.h"
 
 #include "stream_seq.h"
+#include "assign.h"
+#include "shmem.h"
+#include "catalog.h"
+#include "counter.h"
+#include "horizon.h"
+#include "partition.h"
+#include "replication.h"
 
 PG_FUNCTION_INFO_V1(stream_seq_guard_trigger);
 PG_FUNCTION_INFO_V1(stream_seq_guard_update_trigger);

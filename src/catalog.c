@@ -58,6 +58,8 @@
 #include "utils/syscache.h"
 
 #include "stream_seq.h"
+#include "catalog.h"
+#include "shmem.h"
 
 PG_FUNCTION_INFO_V1(stream_seq_first);
 PG_FUNCTION_INFO_V1(stream_seq_stream_info);

@@ -52,6 +52,9 @@
 #include "utils/rel.h"
 
 #include "stream_seq.h"
+#include "consumer.h"
+#include "catalog.h"
+#include "horizon.h"
 
 /* The position this transaction last saw of one consumer. */
 typedef struct SeenPosition

@@ -52,6 +52,12 @@
 #include "utils/syscache.h"
 
 #include "stream_seq.h"
+#include "ddl.h"
+#include "shmem.h"
+#include "catalog.h"
+#include "partition.h"
+#include "assign.h"
+#include "lifecycle.h"
 
 PG_FUNCTION_INFO_V1(stream_seq_on_sql_drop);
 PG_FUNCTION_INFO_V1(stream_seq_on_ddl_end);

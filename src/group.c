@@ -62,6 +62,11 @@
 #include "utils/timestamp.h"
 
 #include "stream_seq.h"
+#include "group.h"
+#include "catalog.h"
+#include "horizon.h"
+#include "consumer.h"
+#include "resize.h"
 
 PG_FUNCTION_INFO_V1(stream_seq_create_group);
 PG_FUNCTION_INFO_V1(stream_seq_drop_consumer);

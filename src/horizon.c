@@ -34,6 +34,10 @@
 #include "utils/snapmgr.h"
 
 #include "stream_seq.h"
+#include "horizon.h"
+#include "shmem.h"
+#include "catalog.h"
+#include "counter.h"
 
 PG_FUNCTION_INFO_V1(stream_seq_horizon);
 PG_FUNCTION_INFO_V1(stream_seq_head);

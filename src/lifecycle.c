@@ -49,6 +49,14 @@
 #include "utils/syscache.h"
 
 #include "stream_seq.h"
+#include "lifecycle.h"
+#include "shmem.h"
+#include "catalog.h"
+#include "counter.h"
+#include "consumer.h"
+#include "resize.h"
+#include "partition.h"
+#include "assign.h"
 
 PG_FUNCTION_INFO_V1(stream_seq_enable);
 PG_FUNCTION_INFO_V1(stream_seq_disable);

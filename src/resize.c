@@ -111,6 +111,10 @@
 #include "utils/timestamp.h"
 
 #include "stream_seq.h"
+#include "resize.h"
+#include "catalog.h"
+#include "horizon.h"
+#include "consumer.h"
 
 PG_FUNCTION_INFO_V1(stream_seq_resize_group);
 PG_FUNCTION_INFO_V1(stream_seq_resize_index);

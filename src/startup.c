@@ -20,6 +20,14 @@
 #include "storage/ipc.h"
 
 #include "stream_seq.h"
+#include "shmem.h"
+#include "horizon.h"
+#include "replica.h"
+#include "partition.h"
+#include "retention_policy.h"
+#include "assign.h"
+#include "ddl.h"
+#include "roles.h"
 
 PG_MODULE_MAGIC;
 

@@ -6,7 +6,9 @@
 # which file defines and which file uses each global symbol, objdump the
 # function that uses it.  Fails, naming file, function and callee, when a
 # file uses a symbol defined in a file of a higher layer, and when the
-# uses between files form a circle (within one layer too).  "make test"
+# uses between files form a circle (within one layer too); and when a file
+# includes the header of a module of a higher layer (name.h is the header
+# of name.c).  "make test"
 # runs it after the build; "make check-layers" on its own.
 
 use strict;
@@ -50,6 +52,28 @@ foreach my $file (@order)
 	$errors++;
 }
 exit 1 if $errors;
+
+# the headers: a file includes the header of a module (name.h of name.c)
+# of its own layer or of a layer below, never of a higher one
+foreach my $path (sort(glob("$src/*.c"), glob("$src/*.h")))
+{
+	my $file = $path =~ s{.*/}{}r;
+	my $module = $file =~ s/\.h$/.c/r;
+	next unless exists $layer_of{$module};
+	open(my $in, '<', $path) or die "check-layers: cannot read $path: $!\n";
+	while (<$in>)
+	{
+		next unless /^\s*#\s*include\s+"(\w+)\.h"/;
+		my $header = "$1.h";
+		my $of = "$1.c";
+		next unless exists $layer_of{$of} && $layer_of{$of} > $layer_of{$module};
+		printf "%s: includes %s (the header of %s, of a higher layer: %d %s, above %d %s)\n",
+		  $file, $header, $of, $layer_of{$of}, $layer_name{ $layer_of{$of} },
+		  $layer_of{$module}, $layer_name{ $layer_of{$module} };
+		$errors++;
+	}
+	close $in;
+}
 
 # run COMMAND, return its output lines
 sub run
@@ -213,5 +237,5 @@ if ($errors)
 	print "check-layers: the calls between the files of $src/ do not follow the layers of $readme\n";
 	exit 1;
 }
-printf "check-layers: %d files in %d layers, %d pairs of files with calls, none upward, no circle\n",
+printf "check-layers: %d files in %d layers, %d pairs of files with calls, none upward, no circle, no header of a higher layer included\n",
   scalar(@order), scalar(keys %layer_name), $pairs;
