@@ -73,7 +73,7 @@ typedef struct StreamHolder
  * shmem.c writes them under the lock of the slot they describe, so that
  * one stream's records are in the order of its numbers).  Its id is the
  * setting stream_seq.rmgr_id, by default the one PostgreSQL sets aside for
- * experiments; see README.md, "Replicas".
+ * experiments; see doc/replicas.md.
  */
 #define STREAM_SEQ_RMGR_NAME		"stream_seq"
 
