@@ -42,7 +42,7 @@ else ifneq ($(filter-out test test-18 demo bench check-valgrind check-model,$(or
 $(error $(PG_CONFIG) not found: install postgresql-server-dev-15, or pass PG_CONFIG=/path/to/pg_config (make test installs what it needs))
 endif
 
-# Every object depends on the shared header (PGXS tracks no header
+# Every object depends on every header of src/ (PGXS tracks no header
 # dependencies unless the server was configured with --enable-depend),
 # below.
 
@@ -57,10 +57,10 @@ endif
 endif
 endif
 # the LLVM bitcode (servers built with JIT) is built for one server too
-$(OBJS) $(OBJS:.o=.bc): .built-for src/stream_seq.h
+$(OBJS) $(OBJS:.o=.bc): .built-for $(wildcard src/*.h)
 
 # Everything a user or CI runs: see README.md.
-.PHONY: test test-18 demo bench check-valgrind check-model
+.PHONY: test test-18 demo bench check-valgrind check-model check-layers
 test:
 	@test/run-tests.sh
 
@@ -68,6 +68,12 @@ test:
 # into a cache outside the clone the first time (test/build-pg.sh).
 test-18:
 	@test/run-tests.sh 18
+
+# No file of src/ calls a file of a higher layer (src/README.md), and the
+# calls between files form no circle: checked on the built objects (also
+# in "make test").
+check-layers: all
+	@test/check-layers.pl src
 
 # The standby horizon protocol, model-checked with spin (also in "make test").
 check-model:

@@ -80,6 +80,13 @@
 #include "utils/snapmgr.h"
 
 #include "stream_seq.h"
+#include "assign.h"
+#include "shmem.h"
+#include "catalog.h"
+#include "counter.h"
+#include "horizon.h"
+#include "partition.h"
+#include "replication.h"
 
 PG_FUNCTION_INFO_V1(stream_seq_guard_trigger);
 PG_FUNCTION_INFO_V1(stream_seq_guard_update_trigger);
@@ -1804,9 +1811,7 @@ count_executor_end(QueryDesc *queryDesc)
  * count_constraints_set
  *		ProcessUtility hook: count the SET CONSTRAINTS statements in
  *		progress (constraints_being_set), for may_be_heap_only; the count
- *		goes back down on error too.  After CREATE INDEX, protect a stream's
- *		new unique index (stream_index_created): no event trigger of ours
- *		fires for CREATE INDEX.
+ *		goes back down on error too.
  */
 static void
 count_constraints_set(PlannedStmt *pstmt, const char *queryString,
@@ -1826,8 +1831,6 @@ count_constraints_set(PlannedStmt *pstmt, const char *queryString,
 		else
 			standard_ProcessUtility(pstmt, queryString, readOnlyTree, context,
 									params, queryEnv, dest, qc);
-		if (IsA(pstmt->utilityStmt, IndexStmt))
-			stream_index_created((IndexStmt *) pstmt->utilityStmt);
 	}
 	PG_FINALLY();
 	{

@@ -10,7 +10,9 @@
  *
  * Also what other modules need to know of the database around the stream:
  * its owner (who may read what pg_dump reads), locks on roles that own
- * consumers, and whether pglogical is installed.
+ * consumers, and whether pglogical is installed; and the checks the SQL
+ * functions of every layer above start with (no NULL argument, SELECT on
+ * the stream table).
  *
  * A backend looks a stream up once per relcache invalidation of its table:
  * the catalog row says which column is numbered and which sequence records
@@ -56,6 +58,8 @@
 #include "utils/syscache.h"
 
 #include "stream_seq.h"
+#include "catalog.h"
+#include "shmem.h"
 
 PG_FUNCTION_INFO_V1(stream_seq_first);
 PG_FUNCTION_INFO_V1(stream_seq_stream_info);
@@ -486,21 +490,6 @@ reclaim_slots(void)
 }
 
 /*
- * stream_rel_name
- *		The name of relation "relid" for a message: stream_rel_name(), or the
- *		OID as text for a relation that no longer exists (dropped by a
- *		concurrent transaction), never NULL.  NULL passed on to a "%s" or to
- *		quote_identifier() would print "(null)" or crash.
- */
-char *
-stream_rel_name(Oid relid)
-{
-	char	   *relname = get_rel_name(relid);
-
-	return relname != NULL ? relname : psprintf("%u", relid);
-}
-
-/*
  * stream_report_not_stream
  *		The error for a table that is not a stream (or does not exist).
  */
@@ -517,6 +506,39 @@ stream_report_not_stream(Oid relid)
 			(errcode(ERRCODE_WRONG_OBJECT_TYPE),
 			 errmsg("table \"%s\" is not a stream table", relname),
 			 errhint("Use stream_seq.enable() to make it one.")));
+}
+
+/*
+ * stream_check_select
+ *		Positions in a stream are readable by those who may read the table.
+ */
+void
+stream_check_select(Oid relid)
+{
+	AclResult	aclresult = pg_class_aclcheck(relid, GetUserId(), ACL_SELECT);
+
+	if (aclresult != ACLCHECK_OK)
+		aclcheck_error(aclresult, OBJECT_TABLE, stream_rel_name(relid));
+}
+
+/*
+ * stream_check_not_null
+ *		Functions that create or change something take no NULL argument:
+ *		as STRICT functions they would silently do nothing.  Checks the
+ *		first "nargs" arguments.
+ */
+void
+stream_check_not_null(FunctionCallInfo fcinfo, int nargs, const char *what)
+{
+	int			i;
+
+	for (i = 0; i < nargs; i++)
+	{
+		if (PG_ARGISNULL(i))
+			ereport(ERROR,
+					(errcode(ERRCODE_NULL_VALUE_NOT_ALLOWED),
+					 errmsg("%s must not be null", what)));
+	}
 }
 
 #define report_not_stream(relid) stream_report_not_stream(relid)

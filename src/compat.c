@@ -25,6 +25,12 @@
 #include "utils/lsyscache.h"
 
 #include "stream_seq.h"
+#include "shmem.h"
+#include "catalog.h"
+#include "counter.h"
+#include "retention.h"
+#include "assign.h"
+#include "lifecycle.h"
 
 PG_FUNCTION_INFO_V1(stream_seq_check_preloaded);
 PG_FUNCTION_INFO_V1(stream_seq_register);

@@ -24,11 +24,22 @@
  * need SELECT.  The SQL entry points run as the caller, check this, and
  * then write the table as its owner (stream_catalog_exec).
  *
+ * Also what the layers above share of consumers (src/README.md): the
+ * lookups and ownership checks that group.c, resize.c, parking.c and
+ * roles.c start with, dropping the indexes a group made, and the slowest
+ * consumer of a stream (a slot of a group counting as finished up to its
+ * next row), which trim(), drop_partitions() and the retention policies
+ * must not pass.
+ *
  *-------------------------------------------------------------------------
  */
 #include "postgres.h"
 
+#include "access/table.h"
+#include "catalog/index.h"
+#include "catalog/pg_class.h"
 #include "catalog/pg_type.h"
+#include "executor/spi.h"
 #include "fmgr.h"
 #include "miscadmin.h"
 #include "utils/acl.h"
@@ -38,8 +49,12 @@
 #include "access/xact.h"
 #include "storage/proc.h"
 #include "utils/memutils.h"
+#include "utils/rel.h"
 
 #include "stream_seq.h"
+#include "consumer.h"
+#include "catalog.h"
+#include "horizon.h"
 
 /* The position this transaction last saw of one consumer. */
 typedef struct SeenPosition
@@ -58,29 +73,8 @@ static List *seen_positions = NIL;
 static LocalTransactionId seen_positions_lxid = InvalidLocalTransactionId;
 
 PG_FUNCTION_INFO_V1(stream_seq_create_consumer);
-PG_FUNCTION_INFO_V1(stream_seq_drop_consumer);
 PG_FUNCTION_INFO_V1(stream_seq_position);
 PG_FUNCTION_INFO_V1(stream_seq_advance);
-
-/*
- * stream_check_not_null
- *		Functions that create or change something take no NULL argument:
- *		as STRICT functions they would silently do nothing.  Checks the
- *		first "nargs" arguments.
- */
-void
-stream_check_not_null(FunctionCallInfo fcinfo, int nargs, const char *what)
-{
-	int			i;
-
-	for (i = 0; i < nargs; i++)
-	{
-		if (PG_ARGISNULL(i))
-			ereport(ERROR,
-					(errcode(ERRCODE_NULL_VALUE_NOT_ALLOWED),
-					 errmsg("%s must not be null", what)));
-	}
-}
 
 /*
  * report_unknown_consumer
@@ -127,6 +121,20 @@ stream_have_groups(void)
 
 	return OidIsValid(get_relname_relid("consumer_slot", nsp)) &&
 		OidIsValid(get_relname_relid("parked", nsp));
+}
+
+/*
+ * stream_resize_supported
+ *		Whether the extension's tables can record a resize: before the
+ *		update to 0.5.0 the consumer table has no columns for it.
+ */
+bool
+stream_resize_supported(void)
+{
+	Oid			consumer = get_relname_relid("consumer", stream_namespace(false));
+
+	return OidIsValid(consumer) &&
+		get_attnum(consumer, "resize_to") != InvalidAttrNumber;
 }
 
 /*
@@ -317,6 +325,41 @@ stream_check_consumer_name(const char *consumer)
 }
 
 /*
+ * stream_drop_group_index
+ *		Drop the index named "name" (schema-qualified, as the consumer
+ *		table keeps a group's indexes) if it still exists and is an index
+ *		of stream table "relid" (or of its partitions' index tree).  The
+ *		name is text, not an OID, so that pg_restore can load it before the
+ *		index exists; so it may now name something else (the table moved
+ *		to another schema, another index took the name): that is left
+ *		alone, as the drop runs as the extension's owner.
+ */
+void
+stream_drop_group_index(Oid relid, const char *name)
+{
+	Oid			argtypes[1] = {TEXTOID};
+	Datum		values[1];
+	char	   *oid;
+	Oid			index;
+	char		relkind;
+
+	if (name == NULL)
+		return;
+	values[0] = CStringGetTextDatum(name);
+	oid = stream_catalog_text("SELECT pg_catalog.to_regclass($1)::pg_catalog.oid",
+							  1, argtypes, values);
+	if (oid == NULL)
+		return;
+	index = atooid(oid);
+	relkind = get_rel_relkind(index);
+	if ((relkind != RELKIND_INDEX && relkind != RELKIND_PARTITIONED_INDEX) ||
+		IndexGetRelation(index, true) != relid)
+		return;
+	stream_catalog_exec(psprintf("DROP INDEX IF EXISTS %s", stream_qualified_name(index)),
+						0, NULL, NULL, NULL, 0, NULL);
+}
+
+/*
  * stream_seq_create_consumer
  *		SQL: create_consumer(stream, consumer, start_after bigint DEFAULT 0).
  *		The consumer starts after "start_after", which must be below the
@@ -377,50 +420,6 @@ stream_seq_create_consumer(PG_FUNCTION_ARGS)
 				(errcode(ERRCODE_DUPLICATE_OBJECT),
 				 errmsg("consumer \"%s\" of stream table \"%s\" already exists",
 						consumer, stream_rel_name(relid))));
-	PG_RETURN_VOID();
-}
-
-/*
- * stream_seq_drop_consumer
- *		SQL: drop_consumer(stream, consumer).
- */
-Datum
-stream_seq_drop_consumer(PG_FUNCTION_ARGS)
-{
-	Oid			relid;
-	char	   *consumer;
-	Oid			argtypes[2] = {REGCLASSOID, TEXTOID};
-	Datum		values[2];
-	Oid			owner;
-	char	   *index;
-
-	stream_check_not_null(fcinfo, 2, "stream table and consumer name");
-	relid = PG_GETARG_OID(0);
-	consumer = text_to_cstring(PG_GETARG_TEXT_PP(1));
-	(void) stream_lookup(relid, false);
-	(void) stream_consumer_lookup(relid, consumer, true, &owner, NULL);
-	stream_check_consumer_owner(relid, consumer, owner);
-
-	values[0] = ObjectIdGetDatum(relid);
-	values[1] = CStringGetTextDatum(consumer);
-	/* its slots, workers and parked rows first (no foreign key: catalog.c) */
-	if (stream_have_groups())
-	{
-		/* and the indexes its resizes made (resize.c) */
-		stream_resize_drop_indexes(relid, consumer);
-		stream_catalog_exec("DELETE FROM stream_seq.parked WHERE stream = $1 AND consumer = $2",
-							2, argtypes, values, NULL, 0, NULL);
-		stream_catalog_exec("DELETE FROM stream_seq.consumer_worker WHERE stream = $1 AND consumer = $2",
-							2, argtypes, values, NULL, 0, NULL);
-		stream_catalog_exec("DELETE FROM stream_seq.consumer_slot WHERE stream = $1 AND consumer = $2",
-							2, argtypes, values, NULL, 0, NULL);
-	}
-	index = stream_catalog_text("DELETE FROM stream_seq.consumer "
-								"WHERE stream = $1 AND consumer = $2 "
-								"RETURNING slot_index::pg_catalog.text",
-								2, argtypes, values);
-	/* a group's index on its slot expression goes with it, if still there */
-	stream_drop_group_index(relid, index);
 	PG_RETURN_VOID();
 }
 
@@ -520,3 +519,267 @@ stream_seq_advance(PG_FUNCTION_ARGS)
 	PG_RETURN_VOID();
 }
 
+/*
+ * slot_finished_upto
+ *		How far slot "slot" (slot expression "slot_expr") has finished as
+ *		far as retention is concerned: just below its first row numbered
+ *		after "position" and below "horizon", or horizon - 1 if it has no
+ *		such row.  Read as the table's owner: the key expression is the
+ *		owner's code, not to be run as the extension's owner, and the owner
+ *		sees every row unless the table forces row-level security on it.
+ */
+static int64
+slot_finished_upto(Oid relid, const char *slot_expr, int slot,
+				   int64 position, int64 horizon)
+{
+	StreamRef  *ref = stream_lookup(relid, false);
+	const char *column = quote_identifier(get_attname(relid, ref->seq_attnum, false));
+	Oid			argtypes[3] = {INT4OID, INT8OID, INT8OID};
+	Datum		values[3];
+	int			save_nestlevel;
+	Oid			save_userid;
+	int			save_sec_context;
+	int64		next_row = horizon;
+	bool		isnull;
+	Relation	rel;
+	bool		forced_rls;
+
+	/*
+	 * A table that forces row-level security on its owner may hide rows
+	 * from it: then the slot's position is all that is known.
+	 */
+	rel = table_open(relid, AccessShareLock);
+	forced_rls = rel->rd_rel->relforcerowsecurity;
+	table_close(rel, AccessShareLock);
+	if (forced_rls)
+		return position;
+
+	values[0] = Int32GetDatum(slot);
+	values[1] = Int64GetDatum(position);
+	values[2] = Int64GetDatum(horizon);
+	stream_run_as(ref->owner, &save_nestlevel, &save_userid, &save_sec_context);
+	if (SPI_connect() != SPI_OK_CONNECT)
+		elog(ERROR, "SPI_connect failed");
+	if (SPI_execute_with_args(psprintf("SELECT t.%s FROM %s t WHERE %s = $1 "
+									   "AND t.%s > $2 AND t.%s < $3 "
+									   "ORDER BY t.%s LIMIT 1",
+									   column, stream_source(relid), slot_expr,
+									   column, column, column),
+							  3, argtypes, values, NULL, true, 1) != SPI_OK_SELECT)
+		elog(ERROR, "could not read slot %d of stream table \"%s\"",
+			 slot, stream_rel_name(relid));
+	if (SPI_processed > 0)
+	{
+		Datum		value = SPI_getbinval(SPI_tuptable->vals[0],
+										  SPI_tuptable->tupdesc, 1, &isnull);
+
+		if (!isnull)
+			next_row = DatumGetInt64(value);
+	}
+	SPI_finish();
+	stream_run_as_end(save_nestlevel, save_userid, save_sec_context);
+	return next_row - 1;
+}
+
+/*
+ * stream_slot_finished_upto
+ *		slot_finished_upto for resize.c, which switches a resize only once
+ *		every old slot has finished up to its fence.
+ */
+int64
+stream_slot_finished_upto(Oid relid, const char *slot_expr, int slot,
+						  int64 position, int64 horizon)
+{
+	return slot_finished_upto(relid, slot_expr, slot, position, horizon);
+}
+
+/*
+ * stream_slots_floor
+ *		For retention: the lowest position over the slots of the stream's
+ *		groups, counting each slot as finished up to just below its next
+ *		row (horizon - 1 if it has none below "horizon"; see
+ *		slot_finished_upto).  A slot whose keys get no new rows is never
+ *		advanced by a worker that advances only past rows it read; counted
+ *		by its position it would block trim() and drop_partitions() for
+ *		good, though retention would take nothing it still has to read.
+ *		Slots are taken in position order, and one whose position is at or
+ *		above the lowest found so far cannot lower it.  False if the stream
+ *		has no group; "consumer" gets the slot's name.
+ */
+bool
+stream_slots_floor(Oid relid, int64 horizon, char **consumer, int64 *position)
+{
+	int			save_nestlevel;
+	Oid			save_userid;
+	int			save_sec_context;
+	Oid			argtypes[1] = {OIDOID};
+	Datum		values[1];
+	uint64		n;
+	uint64		i;
+	char	  **names;
+	char	  **exprs;
+	int		   *slots;
+	int64	   *positions;
+	bool		any = false;
+
+	/* every slot, slowest first, with its group's slot expression */
+	values[0] = ObjectIdGetDatum(relid);
+	stream_run_as(stream_catalog_owner(), &save_nestlevel, &save_userid,
+				  &save_sec_context);
+	if (SPI_connect() != SPI_OK_CONNECT)
+		elog(ERROR, "SPI_connect failed");
+	if (SPI_execute_with_args("SELECT s.consumer, c.slot_expr, s.slot, s.position "
+							  "FROM stream_seq.consumer_slot s "
+							  "JOIN stream_seq.consumer c USING (stream, consumer) "
+							  "WHERE s.stream::pg_catalog.oid = $1 "
+							  "ORDER BY s.position, s.consumer, s.slot",
+							  1, argtypes, values, NULL, true, 0) != SPI_OK_SELECT)
+		elog(ERROR, "could not list the slots of stream \"%s\"", stream_rel_name(relid));
+	n = SPI_processed;
+	names = SPI_palloc(sizeof(char *) * Max(n, 1));
+	exprs = SPI_palloc(sizeof(char *) * Max(n, 1));
+	slots = SPI_palloc(sizeof(int) * Max(n, 1));
+	positions = SPI_palloc(sizeof(int64) * Max(n, 1));
+	for (i = 0; i < n; i++)
+	{
+		HeapTuple	tuple = SPI_tuptable->vals[i];
+		TupleDesc	desc = SPI_tuptable->tupdesc;
+		bool		isnull;
+		char	   *name = SPI_getvalue(tuple, desc, 1);
+		char	   *expr = SPI_getvalue(tuple, desc, 2);
+
+		names[i] = SPI_palloc(strlen(name) + 1);
+		strcpy(names[i], name);
+		exprs[i] = expr == NULL ? NULL : SPI_palloc(strlen(expr) + 1);
+		if (expr != NULL)
+			strcpy(exprs[i], expr);
+		slots[i] = DatumGetInt32(SPI_getbinval(tuple, desc, 3, &isnull));
+		positions[i] = DatumGetInt64(SPI_getbinval(tuple, desc, 4, &isnull));
+	}
+	SPI_finish();
+	stream_run_as_end(save_nestlevel, save_userid, save_sec_context);
+
+	for (i = 0; i < n; i++)
+	{
+		int64		finished = positions[i];
+
+		if (any && positions[i] >= *position)
+			break;
+		if (positions[i] < horizon - 1 && exprs[i] != NULL)
+			finished = slot_finished_upto(relid, exprs[i], slots[i],
+										  positions[i], horizon);
+		if (!any || finished < *position)
+		{
+			*consumer = psprintf("%s (slot %d)", names[i], slots[i]);
+			*position = finished;
+			any = true;
+		}
+	}
+	return any;
+}
+
+/*
+ * stream_slots_raise
+ *		After retention that did not force its way (trim(), drop_partitions())
+ *		removed every number up to "upto": move the slots still below it up
+ *		to it.  stream_slots_floor allowed that only because none of them had
+ *		a row left there; without the move, read_slot() of such a slot would
+ *		report its rows as trimmed.  A worker holding the slot has read
+ *		nothing below "upto", so its next advance_slot() is not backwards.
+ *		The rows are locked in slot order, as claim() locks them.
+ */
+void
+stream_slots_raise(Oid relid, int64 upto)
+{
+	Oid			argtypes[2] = {OIDOID, INT8OID};
+	Datum		values[2];
+
+	if (!OidIsValid(get_relname_relid("consumer_slot", stream_namespace(false))))
+		return;					/* before 0.3.0: no groups */
+	values[0] = ObjectIdGetDatum(relid);
+	values[1] = Int64GetDatum(upto);
+	stream_catalog_exec("UPDATE stream_seq.consumer_slot SET position = $2 "
+						"WHERE (stream, consumer, slot) IN ("
+						"  SELECT stream, consumer, slot FROM stream_seq.consumer_slot "
+						"   WHERE stream::pg_catalog.oid = $1 AND position < $2 "
+						"   ORDER BY consumer, slot FOR UPDATE)",
+						2, argtypes, values, NULL, 0, NULL);
+}
+
+/*
+ * Where each consumer of stream $1 has got to: a plain consumer's
+ * position, each slot of a group, and each parked row (which replay()
+ * reads again, so it counts as a position just below it).  Before the
+ * update to 0.3.0, plain consumers only.
+ */
+#define SLOWEST_POSITIONS \
+	"(SELECT consumer, position FROM stream_seq.consumer " \
+	"  WHERE stream::pg_catalog.oid = $1 AND slots IS NULL " \
+	" UNION ALL SELECT consumer || ' (parked ' || seq || ')', seq - 1 " \
+	"  FROM stream_seq.parked WHERE stream::pg_catalog.oid = $1 AND NOT resolved) p"
+#define RESIZE_FENCES \
+	"SELECT consumer || ' (resize pending)', resize_fence " \
+	"  FROM stream_seq.consumer WHERE stream::pg_catalog.oid = $1 AND resize_fence IS NOT NULL"
+#define PLAIN_POSITIONS \
+	"(SELECT consumer, position FROM stream_seq.consumer " \
+	"  WHERE stream::pg_catalog.oid = $1) p"
+
+/*
+ * stream_slowest_consumer
+ *		The consumer of the stream with the lowest position (a slot of a
+ *		group, a parked row, or the fence of a pending resize, where the new
+ *		slots will start, count as positions), whoever owns it and
+ *		whoever may read it; false if the stream has none.  For trim() and
+ *		drop_partitions(), which must not pass it.  A slot with nothing to
+ *		read below the horizon counts as having finished up to it
+ *		(stream_slots_floor).
+ */
+bool
+stream_slowest_consumer(Oid relid, char **consumer, int64 *position)
+{
+	Oid			argtypes[1] = {OIDOID};
+	Datum		values[1];
+	int64		row[1];
+	bool		found;
+	char	   *name;
+	const char *positions;
+
+	char	   *slot_name;
+	int64		slot_position;
+	bool		groups = stream_have_groups();
+
+	values[0] = ObjectIdGetDatum(relid);
+	positions = groups ? SLOWEST_POSITIONS : PLAIN_POSITIONS;
+	/* the new slots of a pending resize start at its fence */
+	if (groups && stream_resize_supported())
+		positions = psprintf("(SELECT consumer, position FROM %s UNION ALL %s) q",
+							 SLOWEST_POSITIONS, RESIZE_FENCES);
+	stream_catalog_exec(psprintf("SELECT position FROM %s ORDER BY position LIMIT 1",
+								 positions),
+						1, argtypes, values, row, 1, &found);
+	if (found)
+	{
+		*position = row[0];
+
+		/*
+		 * its name, as text: fetched on its own, stream_catalog_exec reads
+		 * int8
+		 */
+		name = stream_catalog_text(psprintf("SELECT consumer FROM %s "
+											"ORDER BY position, consumer LIMIT 1",
+											positions),
+								   1, argtypes, values);
+		*consumer = name != NULL ? name : pstrdup("?");
+	}
+	if (groups &&
+		stream_slots_floor(relid,
+						   stream_statement_horizon(stream_lookup(relid, false)),
+						   &slot_name, &slot_position) &&
+		(!found || slot_position < *position))
+	{
+		*consumer = slot_name;
+		*position = slot_position;
+		found = true;
+	}
+	return found;
+}

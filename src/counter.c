@@ -44,6 +44,9 @@
 #include "utils/snapmgr.h"
 
 #include "stream_seq.h"
+#include "counter.h"
+#include "shmem.h"
+#include "catalog.h"
 
 /*
  * How many blocks a crash can leave the head sequence ahead of the numbers

@@ -14,6 +14,9 @@
  * triggers named stream_seq_*; a head sequence lives in the extension's
  * schema.  Only then is the extension's catalog read (and locked).
  *
+ * No event trigger fires for CREATE INDEX: a utility hook protects a
+ * stream's new unique index after it is created (stream_index_created).
+ *
  *-------------------------------------------------------------------------
  */
 #include "postgres.h"
@@ -38,6 +41,7 @@
 #include "funcapi.h"
 #include "miscadmin.h"
 #include "tcop/deparse_utility.h"
+#include "tcop/utility.h"
 #include "utils/acl.h"
 #include "utils/array.h"
 #include "utils/builtins.h"
@@ -48,10 +52,18 @@
 #include "utils/syscache.h"
 
 #include "stream_seq.h"
+#include "ddl.h"
+#include "shmem.h"
+#include "catalog.h"
+#include "partition.h"
+#include "assign.h"
+#include "lifecycle.h"
 
 PG_FUNCTION_INFO_V1(stream_seq_on_sql_drop);
 PG_FUNCTION_INFO_V1(stream_seq_on_ddl_end);
 PG_FUNCTION_INFO_V1(stream_seq_on_ddl_start);
+
+static ProcessUtility_hook_type prev_process_utility = NULL;
 
 /*
  * event_rows
@@ -697,7 +709,7 @@ check_trigger(Oid trigid, CommandTag tag)
  *		either order); give it the protection of stream_protect_index.
  *		Costs a syscache lookup for a table that is not a stream.
  */
-void
+static void
 stream_index_created(IndexStmt *stmt)
 {
 	Oid			relid;
@@ -716,6 +728,40 @@ stream_index_created(IndexStmt *stmt)
 	relation_close(rel, AccessShareLock);
 	if (attnum != InvalidAttrNumber)
 		stream_protect_index(relid, attnum);
+}
+
+/*
+ * protect_created_index
+ *		ProcessUtility hook: after CREATE INDEX, protect a stream's new
+ *		unique index (stream_index_created): no event trigger of ours
+ *		fires for CREATE INDEX.
+ */
+static void
+protect_created_index(PlannedStmt *pstmt, const char *queryString,
+					  bool readOnlyTree, ProcessUtilityContext context,
+					  ParamListInfo params, QueryEnvironment *queryEnv,
+					  DestReceiver *dest, QueryCompletion *qc)
+{
+	if (prev_process_utility)
+		prev_process_utility(pstmt, queryString, readOnlyTree, context,
+							 params, queryEnv, dest, qc);
+	else
+		standard_ProcessUtility(pstmt, queryString, readOnlyTree, context,
+								params, queryEnv, dest, qc);
+	if (IsA(pstmt->utilityStmt, IndexStmt))
+		stream_index_created((IndexStmt *) pstmt->utilityStmt);
+}
+
+/*
+ * stream_ddl_init
+ *		Install the utility hook (from _PG_init, preloaded or not, as the
+ *		event triggers work in either case).
+ */
+void
+stream_ddl_init(void)
+{
+	prev_process_utility = ProcessUtility_hook;
+	ProcessUtility_hook = protect_created_index;
 }
 
 /*

@@ -34,6 +34,10 @@
 #include "utils/snapmgr.h"
 
 #include "stream_seq.h"
+#include "horizon.h"
+#include "shmem.h"
+#include "catalog.h"
+#include "counter.h"
 
 PG_FUNCTION_INFO_V1(stream_seq_horizon);
 PG_FUNCTION_INFO_V1(stream_seq_head);
@@ -440,19 +444,6 @@ stream_statement_snapshot(void)
 	if (ActiveSnapshotSet())
 		return GetActiveSnapshot();
 	return GetTransactionSnapshot();
-}
-
-/*
- * stream_check_select
- *		Positions in a stream are readable by those who may read the table.
- */
-void
-stream_check_select(Oid relid)
-{
-	AclResult	aclresult = pg_class_aclcheck(relid, GetUserId(), ACL_SELECT);
-
-	if (aclresult != ACLCHECK_OK)
-		aclcheck_error(aclresult, OBJECT_TABLE, stream_rel_name(relid));
 }
 
 /*

@@ -49,6 +49,14 @@
 #include "utils/syscache.h"
 
 #include "stream_seq.h"
+#include "lifecycle.h"
+#include "shmem.h"
+#include "catalog.h"
+#include "counter.h"
+#include "consumer.h"
+#include "resize.h"
+#include "partition.h"
+#include "assign.h"
 
 PG_FUNCTION_INFO_V1(stream_seq_enable);
 PG_FUNCTION_INFO_V1(stream_seq_disable);
@@ -1033,41 +1041,6 @@ drop_group_indexes(Oid relid)
 		if (get_rel_name(index) != NULL)
 			stream_drop_group_index(relid, qualified_name(index));
 	}
-}
-
-/*
- * stream_drop_group_index
- *		Drop the index named "name" (schema-qualified, as the consumer
- *		table keeps a group's indexes) if it still exists and is an index
- *		of stream table "relid" (or of its partitions' index tree).  The
- *		name is text, not an OID, so that pg_restore can load it before the
- *		index exists; so it may now name something else (the table moved
- *		to another schema, another index took the name): that is left
- *		alone, as the drop runs as the extension's owner.
- */
-void
-stream_drop_group_index(Oid relid, const char *name)
-{
-	Oid			argtypes[1] = {TEXTOID};
-	Datum		values[1];
-	char	   *oid;
-	Oid			index;
-	char		relkind;
-
-	if (name == NULL)
-		return;
-	values[0] = CStringGetTextDatum(name);
-	oid = stream_catalog_text("SELECT pg_catalog.to_regclass($1)::pg_catalog.oid",
-							  1, argtypes, values);
-	if (oid == NULL)
-		return;
-	index = atooid(oid);
-	relkind = get_rel_relkind(index);
-	if ((relkind != RELKIND_INDEX && relkind != RELKIND_PARTITIONED_INDEX) ||
-		IndexGetRelation(index, true) != relid)
-		return;
-	stream_catalog_exec(psprintf("DROP INDEX IF EXISTS %s", qualified_name(index)),
-						0, NULL, NULL, NULL, 0, NULL);
 }
 
 /*

@@ -55,6 +55,9 @@
 #include "utils/timestamp.h"
 
 #include "stream_seq.h"
+#include "catalog.h"
+#include "horizon.h"
+#include "consumer.h"
 
 PG_FUNCTION_INFO_V1(stream_seq_park);
 PG_FUNCTION_INFO_V1(stream_seq_take_parked);

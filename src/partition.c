@@ -68,6 +68,11 @@
 #include "utils/syscache.h"
 
 #include "stream_seq.h"
+#include "partition.h"
+#include "shmem.h"
+#include "catalog.h"
+#include "horizon.h"
+#include "consumer.h"
 
 static int	partitions_ending_by(Oid stream, List *parts, TimestampTz present_time);
 

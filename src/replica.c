@@ -47,6 +47,8 @@
 #include "utils/guc.h"
 
 #include "stream_seq.h"
+#include "replica.h"
+#include "shmem.h"
 
 /*
  * stream_rmgr_redo

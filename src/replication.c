@@ -39,6 +39,11 @@
 #include "utils/rel.h"
 
 #include "stream_seq.h"
+#include "replication.h"
+#include "shmem.h"
+#include "catalog.h"
+#include "counter.h"
+#include "partition.h"
 
 PG_FUNCTION_INFO_V1(stream_seq_replica_trigger);
 

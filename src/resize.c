@@ -112,26 +112,16 @@
 #include "utils/timestamp.h"
 
 #include "stream_seq.h"
+#include "resize.h"
+#include "catalog.h"
+#include "horizon.h"
+#include "consumer.h"
 
 PG_FUNCTION_INFO_V1(stream_seq_resize_group);
 PG_FUNCTION_INFO_V1(stream_seq_resize_index);
 
 /* As in group.c: slots per group. */
 #define RESIZE_MAX_SLOTS 1024
-
-/*
- * stream_resize_supported
- *		Whether the extension's tables can record a resize: before the
- *		update to 0.5.0 the consumer table has no columns for it.
- */
-bool
-stream_resize_supported(void)
-{
-	Oid			consumer = get_relname_relid("consumer", stream_namespace(false));
-
-	return OidIsValid(consumer) &&
-		get_attnum(consumer, "resize_to") != InvalidAttrNumber;
-}
 
 /*
  * stream_resize_drop_indexes

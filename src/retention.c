@@ -20,6 +20,13 @@
 #include "utils/rel.h"
 
 #include "stream_seq.h"
+#include "retention.h"
+#include "shmem.h"
+#include "catalog.h"
+#include "counter.h"
+#include "horizon.h"
+#include "consumer.h"
+#include "partition.h"
 
 PG_FUNCTION_INFO_V1(stream_seq_trim);
 PG_FUNCTION_INFO_V1(stream_seq_truncate_trigger);

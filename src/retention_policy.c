@@ -93,6 +93,11 @@
 #include "utils/timestamp.h"
 
 #include "stream_seq.h"
+#include "retention_policy.h"
+#include "catalog.h"
+#include "horizon.h"
+#include "consumer.h"
+#include "partition.h"
 
 /* runs kept per stream in stream_seq.retention_run */
 #define RETENTION_RUNS_KEPT 100

@@ -48,6 +48,10 @@
 #include "utils/syscache.h"
 
 #include "stream_seq.h"
+#include "roles.h"
+#include "catalog.h"
+#include "consumer.h"
+#include "group.h"
 
 PG_FUNCTION_INFO_V1(stream_seq_alter_consumer_owner);
 PG_FUNCTION_INFO_V1(stream_seq_grant_dump_access);

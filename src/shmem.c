@@ -102,6 +102,7 @@
 #include "utils/memutils.h"
 
 #include "stream_seq.h"
+#include "shmem.h"
 
 #define STREAM_SEQ_TRANCHE "stream_seq"
 

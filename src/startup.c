@@ -20,6 +20,14 @@
 #include "storage/ipc.h"
 
 #include "stream_seq.h"
+#include "shmem.h"
+#include "horizon.h"
+#include "replica.h"
+#include "partition.h"
+#include "retention_policy.h"
+#include "assign.h"
+#include "ddl.h"
+#include "roles.h"
 
 PG_MODULE_MAGIC;
 
@@ -54,9 +62,10 @@ startup_shmem(void)
 
 /*
  * _PG_init
- *		Define the settings; register the transaction callbacks and the
- *		relcache callbacks of every case (they do nothing until a stream is
- *		used, which needs the shared state); when preloaded, also the WAL
+ *		Define the settings; register the transaction callbacks, the
+ *		relcache callbacks and the utility hooks of every case (assign.c,
+ *		ddl.c; they do nothing until a stream is used, which needs the
+ *		shared state, or is given a new index); when preloaded, also the WAL
  *		resource manager and the lister (replica.c), the retention
  *		launcher (retention_policy.c), the utility hook
  *		(roles.c) and the set-up of shared memory.  The backend's stream
@@ -67,6 +76,7 @@ _PG_init(void)
 {
 	stream_define_settings();
 	stream_assign_init();
+	stream_ddl_init();
 	stream_horizon_init();
 	stream_partition_init();
 	if (!process_shared_preload_libraries_in_progress)

@@ -17,6 +17,9 @@
 #include "utils/builtins.h"
 
 #include "stream_seq.h"
+#include "shmem.h"
+#include "catalog.h"
+#include "horizon.h"
 
 PG_FUNCTION_INFO_V1(stream_seq_status);
 PG_FUNCTION_INFO_V1(stream_seq_holders);

@@ -31,6 +31,9 @@
 #include "utils/timestamp.h"
 
 #include "stream_seq.h"
+#include "shmem.h"
+#include "catalog.h"
+#include "horizon.h"
 
 PG_FUNCTION_INFO_V1(stream_seq_wait);
 

@@ -1,7 +1,8 @@
 #!/usr/bin/env bash
 # run-tests.sh [MAJOR]: build, install and run every stream_seq test suite
-# against PostgreSQL MAJOR (default 15): the model check, then pg_regress,
-# isolation and TAP in throwaway clusters.  "make test" runs it for 15,
+# against PostgreSQL MAJOR (default 15): the model check, the build and
+# the check of the layers of src/, then pg_regress, isolation and TAP in
+# throwaway clusters.  "make test" runs it for 15,
 # "make test-18" for 18.
 #
 # 15 comes from Debian's packages.  Another major version is built from
@@ -65,6 +66,9 @@ if [ -n "${STREAM_SEQ_OLD_PG_CONFIG:-}" ]; then
 	install_for "$STREAM_SEQ_OLD_PG_CONFIG"
 fi
 install_for "$PG_CONFIG"
+# no file of src/ calls a file of a higher layer (src/README.md), on the
+# objects just built
+test/check-layers.pl src
 if [ "$(id -u)" = 0 ]; then
 	chown -R postgres "$PWD"
 	install -d -o postgres /var/cache/stream_seq/npm /var/cache/stream_seq/go-build

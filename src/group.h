@@ -1,0 +1,20 @@
+/*-------------------------------------------------------------------------
+ *
+ * group.h
+ *	  What group.c offers to the files of its own layer and of the layers
+ *	  above it (src/README.md).
+ *
+ * Consumer groups: what roles.c needs of them.
+ *
+ *-------------------------------------------------------------------------
+ */
+#ifndef STREAM_SEQ_GROUP_H
+#define STREAM_SEQ_GROUP_H
+
+#include "fmgr.h"
+
+#include "stream_seq.h"
+
+extern Datum stream_seq_drop_consumer(PG_FUNCTION_ARGS);
+
+#endif							/* STREAM_SEQ_GROUP_H */
