@@ -913,6 +913,7 @@ stream_seq_retention_worker_main(Datum main_arg)
 		proc_exit(0);
 	pgstat_report_appname("stream_seq retention worker");
 	SetConfigOption("lock_timeout", "100ms", PGC_SUSET, PGC_S_OVERRIDE);
+	stream_untracked_statements(true);
 	context = AllocSetContextCreate(TopMemoryContext,
 									"stream_seq retention worker",
 									ALLOCSET_DEFAULT_SIZES);

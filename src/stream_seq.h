@@ -431,5 +431,7 @@ extern PGDLLEXPORT void stream_seq_retention_worker_main(Datum main_arg);
 extern void stream_roles_init(void);
 extern Datum stream_seq_drop_consumer(PG_FUNCTION_ARGS);
 
+/* stats.c: how stream_seq shows in PostgreSQL's statistics views */
+extern void stream_untracked_statements(bool session);
 
 #endif							/* STREAM_SEQ_H */
