@@ -24,3 +24,8 @@
 -- Section D: operators' tooling: PostgreSQL's own views (wait events,
 -- statistics), holders and retention_runs
 -- ---------------------------------------------------------------------
+
+-- holders: a transaction that numbered its rows early (constraints set
+-- IMMEDIATE) and is not committing yet says so (state 'numbered early').
+COMMENT ON VIEW stream_seq.holders IS
+  'transactions holding the horizons of streams the caller may read back, longest first: committing, numbered early and not committing yet, or committed and not yet flushed';
