@@ -29,3 +29,8 @@
 -- IMMEDIATE) and is not committing yet says so (state 'numbered early').
 COMMENT ON VIEW stream_seq.holders IS
   'transactions holding the horizons of streams the caller may read back, longest first: committing, numbered early and not committing yet, or committed and not yet flushed';
+
+-- retention_run: a run that removes nothing and says what the stream's
+-- newest run says moves that run's ran_at instead of adding a row.
+COMMENT ON TABLE stream_seq.retention_run IS
+  'the last 100 runs of each stream''s retention policy: what they removed, the consumer that held them back, or their error; a run that removes nothing and repeats the newest moves its ran_at';
