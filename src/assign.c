@@ -1335,6 +1335,7 @@ finish_xact(bool committed)
 	{
 		HASH_SEQ_STATUS status;
 		XactStream *xs;
+		int64		numbered = 0;
 
 		hash_seq_init(&status, xact_streams);
 		while ((xs = hash_seq_search(&status)) != NULL)
@@ -1342,7 +1343,11 @@ finish_xact(bool committed)
 			if (xs->has_entry)
 				stream_finish_entry(xs->slotno, xs->generation, committed,
 									committed ? XactLastCommitEnd : InvalidXLogRecPtr);
+			if (xs->has_entry)
+				numbered += xs->numbered;
 		}
+		if (committed && numbered > 0)
+			stream_stats_count_commit(numbered);
 	}
 	xact_streams = NULL;
 	xact_writers = NIL;

@@ -693,6 +693,7 @@ run_policy(Oid relid, bool by_worker, TupleDesc tupdesc, bool *found)
 							get_database_name(MyDatabaseId)) : 0));
 	}
 	PG_END_TRY();
+	stream_stats_count_retention_run(run.sqlstate != NULL, run.removed_rows);
 	return record_run(relid, by_worker, &run, tupdesc);
 }
 
@@ -876,7 +877,7 @@ stream_seq_retention_launcher_main(Datum main_arg)
 
 		(void) WaitLatch(MyLatch,
 						 WL_LATCH_SET | WL_TIMEOUT | WL_EXIT_ON_PM_DEATH,
-						 timeout, PG_WAIT_EXTENSION);
+						 timeout, stream_wait_event(STREAM_WAIT_RETENTION));
 		ResetLatch(MyLatch);
 	}
 }

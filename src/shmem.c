@@ -935,6 +935,7 @@ evict_oldest_finished(StreamSlot *slot, XLogRecPtr flushed)
 			if (e->commit_end > flushed || !store_evicted(slot, e))
 				fold_into_floor(slot, e);
 			slot->evictions++;
+			stream_stats_count_eviction();
 		}
 		memmove(&slot->entries[i], &slot->entries[i + 1],
 				sizeof(StreamEntry) * (slot->nentries - i - 1));

@@ -435,6 +435,18 @@ extern void stream_roles_init(void);
 extern Datum stream_seq_drop_consumer(PG_FUNCTION_ARGS);
 
 /* stats.c: how stream_seq shows in PostgreSQL's statistics views */
+typedef enum StreamWaitEvent
+{
+	STREAM_WAIT_ADVANCE,		/* a backend in wait() */
+	STREAM_WAIT_LISTER,			/* the lister between rounds */
+	STREAM_WAIT_RETENTION		/* the retention launcher between runs */
+} StreamWaitEvent;
+
 extern void stream_untracked_statements(bool session);
+extern uint32 stream_wait_event(StreamWaitEvent event);
+extern void stream_stats_init(void);
+extern void stream_stats_count_commit(int64 numbers);
+extern void stream_stats_count_eviction(void);
+extern void stream_stats_count_retention_run(bool failed, int64 removed_rows);
 
 #endif							/* STREAM_SEQ_H */

@@ -23,6 +23,12 @@ use PostgreSQL::Test::Utils;
 use Test::More;
 use StreamSeqTest;
 
+# pg_stat_statements comes with the server's contrib: skip where a build
+# has none
+my $probe = PostgreSQL::Test::Cluster->new('probe');
+plan skip_all => 'pg_stat_statements is not installed'
+  unless -e $probe->config_data('--pkglibdir') . '/pg_stat_statements.so';
+
 my $node = new_node('pgss',
 	"shared_preload_libraries = 'pg_stat_statements,stream_seq'\n"
 	  . "pg_stat_statements.track = top\n"
