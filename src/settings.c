@@ -107,6 +107,7 @@ stream_define_settings(void)
 							RM_EXPERIMENTAL_ID, RM_MIN_CUSTOM_ID, RM_MAX_CUSTOM_ID,
 							PGC_POSTMASTER, 0,
 							NULL, NULL, NULL);
+	stream_stats_define_setting();
 	MarkGUCPrefixReserved("stream_seq");
 
 }

@@ -128,7 +128,17 @@ stream_wait_event(StreamWaitEvent event)
  * of the streams view (assigned_xacts, evicted, since the server started)
  * are what there is.
  */
+/* the kind's id (before 18 the setting exists and has no effect) */
+#define STATS_KIND_DEFAULT	24	/* PGSTAT_KIND_EXPERIMENTAL */
+#define STATS_KIND_MIN		24	/* PGSTAT_KIND_CUSTOM_MIN */
+#define STATS_KIND_MAX		32	/* PGSTAT_KIND_CUSTOM_MAX */
+static int	stream_seq_stats_kind_id = STATS_KIND_DEFAULT;
+
 #if PG_VERSION_NUM >= 180000
+StaticAssertDecl(STATS_KIND_DEFAULT == PGSTAT_KIND_EXPERIMENTAL &&
+				 STATS_KIND_MIN == PGSTAT_KIND_CUSTOM_MIN &&
+				 STATS_KIND_MAX == PGSTAT_KIND_CUSTOM_MAX,
+				 "custom statistics kind ids changed");
 
 /* the counters, as written to the statistics file */
 typedef struct StreamStatsCounters
@@ -151,7 +161,6 @@ typedef struct StreamStatsShared
 	StreamStatsCounters reset_offset;
 } StreamStatsShared;
 
-int			stream_seq_stats_kind_id = PGSTAT_KIND_EXPERIMENTAL;
 static bool stats_registered = false;
 
 static void stats_init_shmem(void *stats);
@@ -257,29 +266,38 @@ stats_add(int64 numbers, int64 xacts, int64 evictions, int64 runs,
 #endif							/* PG_VERSION_NUM >= 180000 */
 
 /*
- * stream_stats_init
- *		From _PG_init when preloaded: on 18 and later, define
- *		stream_seq.stats_kind_id and register the statistics kind (unless
- *		it is 0).
+ * stream_stats_define_setting
+ *		Define stream_seq.stats_kind_id (with the other settings, before the
+ *		prefix is reserved).
  */
 void
-stream_stats_init(void)
+stream_stats_define_setting(void)
 {
-#if PG_VERSION_NUM >= 180000
 	DefineCustomIntVariable("stream_seq.stats_kind_id",
 							"Id of stream_seq's kind of cumulative statistics (PostgreSQL 18 and later).",
 							"0 keeps no cumulative statistics.  The default is the id PostgreSQL sets aside for experiments.",
 							&stream_seq_stats_kind_id,
-							PGSTAT_KIND_EXPERIMENTAL, 0, PGSTAT_KIND_CUSTOM_MAX,
+							STATS_KIND_DEFAULT, 0, STATS_KIND_MAX,
 							PGC_POSTMASTER, 0,
 							NULL, NULL, NULL);
-	if (stream_seq_stats_kind_id == 0)
-		return;
-	if (stream_seq_stats_kind_id < PGSTAT_KIND_CUSTOM_MIN)
+}
+
+/*
+ * stream_stats_init
+ *		From _PG_init when preloaded: on 18 and later, register the
+ *		statistics kind (unless stream_seq.stats_kind_id is 0).
+ */
+void
+stream_stats_init(void)
+{
+	if (stream_seq_stats_kind_id != 0 && stream_seq_stats_kind_id < STATS_KIND_MIN)
 		ereport(ERROR,
 				(errcode(ERRCODE_INVALID_PARAMETER_VALUE),
 				 errmsg("stream_seq.stats_kind_id must be 0 or between %d and %d",
-						PGSTAT_KIND_CUSTOM_MIN, PGSTAT_KIND_CUSTOM_MAX)));
+						STATS_KIND_MIN, STATS_KIND_MAX)));
+#if PG_VERSION_NUM >= 180000
+	if (stream_seq_stats_kind_id == 0)
+		return;
 	pgstat_register_kind((PgStat_Kind) stream_seq_stats_kind_id,
 						 &stream_stats_kind);
 	stats_registered = true;

@@ -444,6 +444,7 @@ typedef enum StreamWaitEvent
 
 extern void stream_untracked_statements(bool session);
 extern uint32 stream_wait_event(StreamWaitEvent event);
+extern void stream_stats_define_setting(void);
 extern void stream_stats_init(void);
 extern void stream_stats_count_commit(int64 numbers);
 extern void stream_stats_count_eviction(void);
