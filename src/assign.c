@@ -1325,8 +1325,8 @@ stream_seq_assign_trigger(PG_FUNCTION_ARGS)
 /*
  * finish_xact
  *		Record the transaction's outcome in every stream it holds numbers
- *		on, and forget its state.  Called from commit and abort callbacks:
- *		must not fail.
+ *		on (and, committed, in the cumulative statistics), and forget its
+ *		state.  Called from commit and abort callbacks: must not fail.
  */
 static void
 finish_xact(bool committed)
@@ -1341,10 +1341,11 @@ finish_xact(bool committed)
 		while ((xs = hash_seq_search(&status)) != NULL)
 		{
 			if (xs->has_entry)
+			{
 				stream_finish_entry(xs->slotno, xs->generation, committed,
 									committed ? XactLastCommitEnd : InvalidXLogRecPtr);
-			if (xs->has_entry)
 				numbered += xs->numbered;
+			}
 		}
 		if (committed && numbered > 0)
 			stream_stats_count_commit(numbered);
