@@ -175,13 +175,40 @@ SELECT stream, by_worker, removed_rows, removed_partitions, removed_before, held
   FROM stream_seq.retention_runs WHERE sqlstate IS NULL ORDER BY ran_at;
 SELECT stream_seq.set_retention('rp_events', keep_rows => 2);
 RESET ROLE;
+-- runs that remove nothing add no row when the newest says the same:
+-- its ran_at moves (an idle stream keeps one row, its last check)
+SELECT (stream_seq.apply_retention('rp_events')).ran_at IS NOT NULL AS first_run;
+SELECT count(*) AS runs_before, max(ran_at) AS last_at
+  FROM stream_seq.retention_runs WHERE stream = 'rp_events'::regclass \gset
 DO $$
 BEGIN
   FOR i IN 1..105 LOOP
     PERFORM stream_seq.apply_retention('rp_events');
   END LOOP;
 END $$;
-SELECT count(*) FROM stream_seq.retention_runs WHERE stream = 'rp_events'::regclass;
+SELECT count(*) - :runs_before AS new_rows, max(ran_at) > :'last_at' AS moved,
+       (array_agg(removed_rows ORDER BY ran_at DESC))[1] AS newest_removed
+  FROM stream_seq.retention_runs WHERE stream = 'rp_events'::regclass;
+-- a consumer holding the run back at a new position is a new row; the
+-- same position again is not
+SELECT stream_seq.create_consumer('rp_events', 'idle_reader', stream_seq.first('rp_events') - 1);
+INSERT INTO rp_events SELECT g, 'e' || g FROM generate_series(26, 30) g;
+SELECT removed_rows, held_by FROM stream_seq.apply_retention('rp_events');
+SELECT removed_rows, held_by FROM stream_seq.apply_retention('rp_events');
+SELECT count(*) - :runs_before AS new_rows
+  FROM stream_seq.retention_runs WHERE stream = 'rp_events'::regclass;
+SELECT stream_seq.drop_consumer('rp_events', 'idle_reader');
+-- runs that remove rows are all recorded, the newest 100 kept
+DO $$
+BEGIN
+  FOR i IN 1..105 LOOP
+    INSERT INTO rp_events VALUES (100 + i, 'r' || i);
+    COMMIT;
+    PERFORM stream_seq.apply_retention('rp_events');
+  END LOOP;
+END $$;
+SELECT count(*), min(removed_rows), max(removed_rows)
+  FROM stream_seq.retention_runs WHERE stream = 'rp_events'::regclass;
 DROP TABLE rp_events;
 SELECT count(*) FROM stream_seq.retention_policy;
 SELECT count(*) FROM stream_seq.retention_run;

@@ -80,6 +80,7 @@
 #include "utils/snapmgr.h"
 
 #include "stream_seq.h"
+#include "stats.h"
 #include "assign.h"
 #include "shmem.h"
 #include "catalog.h"
@@ -107,6 +108,7 @@ typedef struct XactStream
 	int64		inserted;		/* rows counted by the guard trigger */
 	int64		numbered;		/* numbers written so far */
 	bool		has_entry;		/* our entry is in the shared list */
+	bool		early;			/* and it was made before commit began */
 	int64		cur_next;		/* current reserved range [cur_next, cur_end) */
 	int64		cur_end;
 	TimestampTz cur_time;		/* and the time it was reserved at */
@@ -202,6 +204,12 @@ static ExecutorEnd_hook_type prev_executor_end = NULL;
  * SET CONSTRAINTS pushes, which no executor count shows.
  */
 static int	constraints_being_set = 0;
+
+/*
+ * COPY statements in progress: with constraints set IMMEDIATE, COPY FROM
+ * fires the rows' triggers at its end without an executor of its own.
+ */
+static int	copies_in_progress = 0;
 
 static ProcessUtility_hook_type prev_process_utility = NULL;
 
@@ -725,6 +733,22 @@ stream_seq_guard_insert_trigger(PG_FUNCTION_ARGS)
 }
 
 /*
+ * numbering_early
+ *		Whether the assignment trigger fires before the transaction began
+ *		to commit: at the end of a statement (constraints set IMMEDIATE,
+ *		inside an executor or a COPY) or in SET CONSTRAINTS.  COMMIT fires
+ *		the deferred triggers with no statement of the transaction in
+ *		progress; a cursor still open then makes this say early until the
+ *		pre-commit callback corrects it.  Only for the holders view.
+ */
+static bool
+numbering_early(void)
+{
+	return open_executors > 0 || constraints_being_set > 0 ||
+		copies_in_progress > 0;
+}
+
+/*
  * take_number
  *		The next number for a row of this transaction, reserving more when
  *		the current range is used up.  The first reservation asks for all
@@ -740,9 +764,12 @@ take_number(XactStream *xs, TimestampTz *numbered_at)
 		int64		want = Max(xs->inserted - xs->numbered, 1);
 		int64		lo;
 		int64		n;
+		bool		early = numbering_early();
 
+		stream_reserving_early(early);
 		n = stream_take_numbers(xs->ref, want, xs->has_entry, &lo,
 								&xs->cur_time);
+		xs->early = xs->has_entry ? xs->early && early : early;
 		xs->has_entry = true;
 		xs->slotno = xs->ref->slotno;
 		xs->generation = xs->ref->generation;
@@ -1532,8 +1559,8 @@ stream_seq_assign_trigger(PG_FUNCTION_ARGS)
 /*
  * finish_xact
  *		Record the transaction's outcome in every stream it holds numbers
- *		on, and forget its state.  Called from commit and abort callbacks:
- *		must not fail.
+ *		on (and, committed, in the cumulative statistics), and forget its
+ *		state.  Called from commit and abort callbacks: must not fail.
  */
 static void
 finish_xact(bool committed)
@@ -1542,14 +1569,20 @@ finish_xact(bool committed)
 	{
 		HASH_SEQ_STATUS status;
 		XactStream *xs;
+		int64		numbered = 0;
 
 		hash_seq_init(&status, xact_streams);
 		while ((xs = hash_seq_search(&status)) != NULL)
 		{
 			if (xs->has_entry)
+			{
 				stream_finish_entry(xs->slotno, xs->generation, committed,
 									committed ? XactLastCommitEnd : InvalidXLogRecPtr);
+				numbered += xs->numbered;
+			}
 		}
+		if (committed && numbered > 0)
+			stream_stats_count_commit(numbered);
 	}
 	xact_streams = NULL;
 	xact_writers = NIL;
@@ -1560,6 +1593,7 @@ finish_xact(bool committed)
 	open_executors = 0;
 	open_executors_at_subxact = NIL;
 	constraints_being_set = 0;
+	copies_in_progress = 0;
 }
 
 /*
@@ -1704,6 +1738,33 @@ decide_slots_to_free(void)
 }
 
 /*
+ * mark_committing
+ *		The transaction begins to commit: the entries it made early (see
+ *		numbering_early) are shown as committing from now on.  Called for
+ *		a COMMIT statement, before the deferred triggers of any table fire,
+ *		and at pre-commit for the other ways to commit (a procedure's
+ *		COMMIT, the end of an implicit transaction).
+ */
+static void
+mark_committing(void)
+{
+	HASH_SEQ_STATUS status;
+	XactStream *xs;
+
+	if (xact_streams == NULL)
+		return;
+	hash_seq_init(&status, xact_streams);
+	while ((xs = hash_seq_search(&status)) != NULL)
+	{
+		if (xs->has_entry && xs->early)
+		{
+			stream_entry_committing(xs->slotno, xs->generation);
+			xs->early = false;
+		}
+	}
+}
+
+/*
  * stream_xact_callback
  *		Before commit: give back unused reservations and close the writers.
  *		At commit or abort: record the outcome.  Before PREPARE: refuse, as
@@ -1721,6 +1782,7 @@ stream_xact_callback(XactEvent event, void *arg)
 	{
 		case XACT_EVENT_PRE_COMMIT:
 			past_pre_commit = true;
+			mark_committing();
 			decide_slots_to_free();
 			foreach(lc, xact_writers)
 			{
@@ -1810,8 +1872,10 @@ count_executor_end(QueryDesc *queryDesc)
 /*
  * count_constraints_set
  *		ProcessUtility hook: count the SET CONSTRAINTS statements in
- *		progress (constraints_being_set), for may_be_heap_only; the count
- *		goes back down on error too.
+ *		progress (constraints_being_set), for may_be_heap_only, and the COPY
+ *		statements (copies_in_progress), for numbering_early; the counts go
+ *		back down on error too.  At COMMIT, show the entries made early as
+ *		committing (mark_committing).
  */
 static void
 count_constraints_set(PlannedStmt *pstmt, const char *queryString,
@@ -1820,9 +1884,15 @@ count_constraints_set(PlannedStmt *pstmt, const char *queryString,
 					  DestReceiver *dest, QueryCompletion *qc)
 {
 	bool		setting = IsA(pstmt->utilityStmt, ConstraintsSetStmt);
+	bool		copying = IsA(pstmt->utilityStmt, CopyStmt);
 
 	if (setting)
 		constraints_being_set++;
+	if (copying)
+		copies_in_progress++;
+	if (IsA(pstmt->utilityStmt, TransactionStmt) &&
+		((TransactionStmt *) pstmt->utilityStmt)->kind == TRANS_STMT_COMMIT)
+		mark_committing();
 	PG_TRY();
 	{
 		if (prev_process_utility)
@@ -1836,6 +1906,8 @@ count_constraints_set(PlannedStmt *pstmt, const char *queryString,
 	{
 		if (setting)
 			constraints_being_set--;
+		if (copying)
+			copies_in_progress--;
 	}
 	PG_END_TRY();
 }
@@ -1918,6 +1990,7 @@ stream_xact_has_entry(StreamRef *ref)
 	XactStream *xs = xact_stream_get(ref);
 
 	xs->has_entry = true;
+	xs->early = true;			/* held from enable() to the end */
 	xs->slotno = ref->slotno;
 	xs->generation = ref->generation;
 }

@@ -58,6 +58,7 @@
 #include "utils/syscache.h"
 
 #include "stream_seq.h"
+#include "stats.h"
 #include "catalog.h"
 #include "shmem.h"
 
@@ -672,8 +673,9 @@ stream_lookup(Oid relid, bool missing_ok)
  *		way whatever the caller's search_path holds, since they may run as
  *		the extension's owner.  Used to write the extension's tables and
  *		head sequences, and to read a stream's table whatever its
- *		row-level security says.  Undone by stream_run_as_end, or by the
- *		transaction's abort.
+ *		row-level security says.  What runs meanwhile is not the user's
+ *		workload: pg_stat_statements does not track it (see stats.c).
+ *		Undone by stream_run_as_end, or by the transaction's abort.
  */
 void
 stream_run_as(Oid role, int *save_nestlevel, Oid *save_userid,
@@ -687,6 +689,7 @@ stream_run_as(Oid role, int *save_nestlevel, Oid *save_userid,
 	(void) set_config_option("search_path", "pg_catalog, pg_temp",
 							 PGC_USERSET, PGC_S_SESSION,
 							 GUC_ACTION_SAVE, true, 0, false);
+	stream_untracked_statements(false);
 }
 
 /*
@@ -885,8 +888,9 @@ stream_catalog_text(const char *sql, int nargs, Oid *argtypes, Datum *values)
  * stream_caller_exec
  *		Run one statement as the current user with search_path pinned to
  *		pg_catalog, so that the names and operators in it mean what they
- *		say; DDL and DML on the caller's own table.  Returns the number of
- *		rows processed.
+ *		say; DDL and DML on the caller's own table, not tracked by
+ *		pg_stat_statements (see stats.c).  Returns the number of rows
+ *		processed.
  */
 uint64
 stream_caller_exec(const char *sql, int nargs, Oid *argtypes, Datum *values)
@@ -897,6 +901,7 @@ stream_caller_exec(const char *sql, int nargs, Oid *argtypes, Datum *values)
 	(void) set_config_option("search_path", "pg_catalog, pg_temp",
 							 PGC_USERSET, PGC_S_SESSION,
 							 GUC_ACTION_SAVE, true, 0, false);
+	stream_untracked_statements(false);
 	if (SPI_connect() != SPI_OK_CONNECT)
 		elog(ERROR, "SPI_connect failed");
 	if (SPI_execute_with_args(sql, nargs, argtypes, values, NULL, false, 0) < 0)

@@ -47,6 +47,7 @@
 #include "utils/guc.h"
 
 #include "stream_seq.h"
+#include "stats.h"
 #include "replica.h"
 #include "shmem.h"
 
@@ -211,7 +212,8 @@ stream_seq_lister_main(Datum main_arg)
 
 		(void) WaitLatch(MyLatch,
 						 WL_LATCH_SET | WL_TIMEOUT | WL_EXIT_ON_PM_DEATH,
-						 stream_seq_round_interval, PG_WAIT_EXTENSION);
+						 stream_seq_round_interval,
+						 stream_wait_event(STREAM_WAIT_LISTER));
 		ResetLatch(MyLatch);
 		CHECK_FOR_INTERRUPTS();
 	}

@@ -93,6 +93,7 @@
 #include "utils/timestamp.h"
 
 #include "stream_seq.h"
+#include "stats.h"
 #include "retention_policy.h"
 #include "catalog.h"
 #include "horizon.h"
@@ -531,9 +532,14 @@ apply_policy(Oid relid, RetentionPolicy *policy, RetentionRun *run)
 /*
  * record_run
  *		Insert "run" of stream "relid" into stream_seq.retention_run, drop
- *		the stream's runs beyond the newest RETENTION_RUNS_KEPT.  With
- *		"tupdesc" (the table's row type), returns the new row as a datum of
- *		that type, in the caller's memory context.
+ *		the stream's runs beyond the newest RETENTION_RUNS_KEPT.  A run that
+ *		removed nothing and failed not, and says what the stream's newest
+ *		recorded run says (the same consumer holding it back at the same
+ *		position, say), moves that row's ran_at instead: an idle stream
+ *		keeps one row, the time of its last check, and does not push the
+ *		runs that did something out of the record.  With "tupdesc" (the
+ *		table's row type), returns the new or moved row as a datum of that
+ *		type, in the caller's memory context.
  */
 static Datum
 record_run(Oid relid, bool by_worker, RetentionRun *run, TupleDesc tupdesc)
@@ -549,6 +555,7 @@ record_run(Oid relid, bool by_worker, RetentionRun *run, TupleDesc tupdesc)
 	Oid			delargtypes[2] = {OIDOID, INT4OID};
 	Datum		delvalues[2];
 	Datum		result;
+	bool		moved;
 
 	values[0] = ObjectIdGetDatum(relid);
 	values[1] = BoolGetDatum(by_worker);
@@ -573,12 +580,35 @@ record_run(Oid relid, bool by_worker, RetentionRun *run, TupleDesc tupdesc)
 				  &save_sec_context);
 	if (SPI_connect() != SPI_OK_CONNECT)
 		elog(ERROR, "SPI_connect failed");
-	if (SPI_execute_with_args("INSERT INTO stream_seq.retention_run "
-							  "(stream, by_worker, removed_rows, removed_partitions, "
-							  " removed_before, held_by, held_at, sqlstate, error) "
-							  "VALUES ($1, $2, $3, $4, $5, $6, $7, $8, $9) RETURNING *",
-							  9, argtypes, values, nulls, false, 0) != SPI_OK_INSERT_RETURNING ||
-		SPI_processed != 1)
+	moved = false;
+	if (run->sqlstate == NULL && run->removed_rows <= 0 &&
+		run->removed_partitions <= 0)
+	{
+		/* an idle run: the newest row, if it says the same, moves */
+		if (SPI_execute_with_args("UPDATE stream_seq.retention_run r "
+								  "SET ran_at = pg_catalog.clock_timestamp() "
+								  "FROM (SELECT ctid FROM stream_seq.retention_run "
+								  "       WHERE stream = $1 ORDER BY ran_at DESC LIMIT 1) newest "
+								  "WHERE r.ctid = newest.ctid AND r.by_worker = $2 "
+								  "  AND r.removed_rows IS NOT DISTINCT FROM $3 "
+								  "  AND r.removed_partitions IS NOT DISTINCT FROM $4 "
+								  "  AND r.removed_before IS NOT DISTINCT FROM $5 "
+								  "  AND r.held_by IS NOT DISTINCT FROM $6 "
+								  "  AND r.held_at IS NOT DISTINCT FROM $7 "
+								  "  AND r.sqlstate IS NULL AND r.error IS NULL "
+								  "  AND $8::pg_catalog.text IS NULL AND $9::pg_catalog.text IS NULL "
+								  "RETURNING r.*",
+								  9, argtypes, values, nulls, false, 0) != SPI_OK_UPDATE_RETURNING)
+			elog(ERROR, "could not record a retention run");
+		moved = SPI_processed == 1;
+	}
+	if (!moved &&
+		(SPI_execute_with_args("INSERT INTO stream_seq.retention_run "
+							   "(stream, by_worker, removed_rows, removed_partitions, "
+							   " removed_before, held_by, held_at, sqlstate, error) "
+							   "VALUES ($1, $2, $3, $4, $5, $6, $7, $8, $9) RETURNING *",
+							   9, argtypes, values, nulls, false, 0) != SPI_OK_INSERT_RETURNING ||
+		 SPI_processed != 1))
 		elog(ERROR, "could not record a retention run");
 	result = (Datum) 0;
 	if (tupdesc != NULL)
@@ -669,6 +699,7 @@ run_policy(Oid relid, bool by_worker, TupleDesc tupdesc, bool *found)
 							get_database_name(MyDatabaseId)) : 0));
 	}
 	PG_END_TRY();
+	stream_stats_count_retention_run(run.sqlstate != NULL, run.removed_rows);
 	return record_run(relid, by_worker, &run, tupdesc);
 }
 
@@ -852,7 +883,7 @@ stream_seq_retention_launcher_main(Datum main_arg)
 
 		(void) WaitLatch(MyLatch,
 						 WL_LATCH_SET | WL_TIMEOUT | WL_EXIT_ON_PM_DEATH,
-						 timeout, PG_WAIT_EXTENSION);
+						 timeout, stream_wait_event(STREAM_WAIT_RETENTION));
 		ResetLatch(MyLatch);
 	}
 }
@@ -918,6 +949,7 @@ stream_seq_retention_worker_main(Datum main_arg)
 		proc_exit(0);
 	pgstat_report_appname("stream_seq retention worker");
 	SetConfigOption("lock_timeout", "100ms", PGC_SUSET, PGC_S_OVERRIDE);
+	stream_untracked_statements(true);
 	context = AllocSetContextCreate(TopMemoryContext,
 									"stream_seq retention worker",
 									ALLOCSET_DEFAULT_SIZES);

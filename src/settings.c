@@ -17,6 +17,7 @@
 #include "utils/guc.h"
 
 #include "stream_seq.h"
+#include "stats.h"
 
 int			stream_seq_max_streams = 64;
 int			stream_seq_max_tracked_xacts = 1024;
@@ -107,6 +108,7 @@ stream_define_settings(void)
 							RM_EXPERIMENTAL_ID, RM_MIN_CUSTOM_ID, RM_MAX_CUSTOM_ID,
 							PGC_POSTMASTER, 0,
 							NULL, NULL, NULL);
+	stream_stats_define_setting();
 	MarkGUCPrefixReserved("stream_seq");
 
 }

@@ -102,6 +102,7 @@
 #include "utils/memutils.h"
 
 #include "stream_seq.h"
+#include "stats.h"
 #include "shmem.h"
 
 #define STREAM_SEQ_TRANCHE "stream_seq"
@@ -129,6 +130,9 @@ typedef struct StreamEntry
 	int64		hi;
 	XLogRecPtr	commit_end;		/* end of the commit record, when committed */
 	TimestampTz assigned_at;
+	bool		early;			/* numbered before the transaction began to
+								 * commit (constraints set IMMEDIATE) and
+								 * not committing yet */
 } StreamEntry;
 
 /* A committed transaction moved out of a full list. */
@@ -933,6 +937,7 @@ evict_oldest_finished(StreamSlot *slot, XLogRecPtr flushed)
 			if (e->commit_end > flushed || !store_evicted(slot, e))
 				fold_into_floor(slot, e);
 			slot->evictions++;
+			stream_stats_count_eviction();
 		}
 		memmove(&slot->entries[i], &slot->entries[i + 1],
 				sizeof(StreamEntry) * (slot->nentries - i - 1));
@@ -940,6 +945,25 @@ evict_oldest_finished(StreamSlot *slot, XLogRecPtr flushed)
 		return true;
 	}
 	return false;
+}
+
+/*
+ * Whether the numbers this backend reserves next are taken while its
+ * transaction commits (the deferred triggers of COMMIT) rather than before
+ * (constraints set IMMEDIATE): set by the caller through
+ * stream_reserving_early, shown by the holders view.
+ */
+static bool reserving_early = false;
+
+/*
+ * stream_reserving_early
+ *		Say whether the reservations that follow are made before the
+ *		transaction began to commit (see reserving_early).
+ */
+void
+stream_reserving_early(bool early)
+{
+	reserving_early = early;
 }
 
 /*
@@ -966,6 +990,7 @@ append_entry(StreamSlot *slot, FullTransactionId xid, int64 lo,
 	e->hi = lo;
 	e->commit_end = InvalidXLogRecPtr;
 	e->assigned_at = now;
+	e->early = state == ENTRY_ASSIGNED && reserving_early;
 	slot->appends_since_prune++;
 	slot->assigned_xacts++;
 	return true;
@@ -1162,7 +1187,11 @@ stream_reserve(StreamRef *ref, int64 count, bool have_entry, int64 *lo,
 	*numbered_at = now;
 	e = entry_of(slot, xid);
 	if (e != NULL)
+	{
 		e->hi = slot->next;
+		if (!reserving_early)
+			e->early = false;	/* numbering again, now at commit */
+	}
 	log_numbers(slot, xid, e != NULL ? e->lo : *lo);
 	LWLockRelease(slot->lock);
 	*reserved = n;
@@ -1185,7 +1214,11 @@ stream_add_entry(StreamRef *ref, int64 lo)
 	bool		ok = append_entry(slot, xid, lo, flushed, now, ENTRY_ASSIGNED);
 
 	if (ok)
+	{
+		/* the numbers are held from this statement to the end */
+		slot->entries[slot->nentries - 1].early = true;
 		log_numbers(slot, xid, lo);
+	}
 	LWLockRelease(slot->lock);
 	if (!ok)
 		report_list_full(ref);
@@ -1216,6 +1249,29 @@ stream_shrink(StreamRef *ref, int64 unused_from, int64 unused_to)
 			log_numbers(slot, xid, e->lo);
 		}
 	}
+	LWLockRelease(slot->lock);
+}
+
+/*
+ * stream_entry_committing
+ *		The current transaction, which numbered rows of the stream early,
+ *		has begun to commit: its entry is shown as committing from now on.
+ *		Called at pre-commit.
+ */
+void
+stream_entry_committing(int slotno, uint32 generation)
+{
+	FullTransactionId xid = GetTopFullTransactionIdIfAny();
+	StreamSlot *slot;
+	StreamEntry *e;
+
+	if (shared == NULL || !FullTransactionIdIsValid(xid))
+		return;
+	slot = get_slot(slotno);
+	LWLockAcquire(slot->lock, LW_EXCLUSIVE);
+	if (slot->in_use && slot->generation == generation &&
+		(e = entry_of(slot, xid)) != NULL)
+		e->early = false;
 	LWLockRelease(slot->lock);
 }
 
@@ -1626,6 +1682,7 @@ stream_slot_holders(StreamHolder **holders)
 			h->first_number = e->lo;
 			h->numbers = e->hi - e->lo;
 			h->committed = e->state == ENTRY_COMMITTED;
+			h->early = e->state == ENTRY_ASSIGNED && e->early;
 			h->since = e->assigned_at;
 		}
 		LWLockRelease(slot->lock);

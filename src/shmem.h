@@ -65,6 +65,7 @@ typedef struct StreamHolder
 	int64		first_number;
 	int64		numbers;
 	bool		committed;		/* committed, commit record not flushed */
+	bool		early;			/* numbered early, not committing yet */
 	TimestampTz since;
 } StreamHolder;
 
@@ -161,6 +162,8 @@ extern StreamReserveResult stream_reserve(StreamRef *ref, int64 count,
 										  TimestampTz *numbered_at);
 extern void stream_add_entry(StreamRef *ref, int64 lo);
 extern void stream_shrink(StreamRef *ref, int64 unused_from, int64 unused_to);
+extern void stream_reserving_early(bool early);
+extern void stream_entry_committing(int slotno, uint32 generation);
 extern void stream_finish_entry(int slotno, uint32 generation,
 								bool committed, XLogRecPtr commit_end);
 extern bool stream_slot_horizon(StreamRef *ref, Snapshot snapshot,

@@ -20,6 +20,7 @@
 #include "storage/ipc.h"
 
 #include "stream_seq.h"
+#include "stats.h"
 #include "shmem.h"
 #include "horizon.h"
 #include "replica.h"
@@ -68,7 +69,8 @@ startup_shmem(void)
  *		shared state, or is given a new index); when preloaded, also the WAL
  *		resource manager and the lister (replica.c), the retention
  *		launcher (retention_policy.c), the utility hook
- *		(roles.c) and the set-up of shared memory.  The backend's stream
+ *		(roles.c), the cumulative statistics (stats.c) and the set-up of
+ *		shared memory.  The backend's stream
  *		cache is made on first use (catalog.c).
  */
 void
@@ -85,6 +87,7 @@ _PG_init(void)
 	stream_replica_init();
 	stream_retention_init();
 	stream_roles_init();
+	stream_stats_init();
 
 	prev_shmem_request_hook = shmem_request_hook;
 	shmem_request_hook = request_shmem;

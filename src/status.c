@@ -108,7 +108,8 @@ stream_seq_status(PG_FUNCTION_ARGS)
  * stream_seq_holders
  *		SQL: _holders() RETURNS SETOF record: every transaction holding the
  *		horizon of a stream of this database back (still committing, or
- *		committed with its commit record not yet flushed), for the streams
+ *		committed with its commit record not yet flushed, or not committing
+ *		yet but holding numbers it took early), for the streams
  *		the caller may read.  Behind the stream_seq.holders view.
  */
 Datum
@@ -137,6 +138,7 @@ stream_seq_holders(PG_FUNCTION_ARGS)
 		values[4] = Int64GetDatum(h->numbers);
 		values[5] = CStringGetTextDatum(h->committed ?
 										"committed, not yet flushed" :
+										h->early ? "numbered early" :
 										"committing");
 		values[6] = TimestampTzGetDatum(h->since);
 		tuplestore_putvalues(rsinfo->setResult, rsinfo->setDesc,

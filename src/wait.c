@@ -31,6 +31,7 @@
 #include "utils/timestamp.h"
 
 #include "stream_seq.h"
+#include "stats.h"
 #include "shmem.h"
 #include "catalog.h"
 #include "horizon.h"
@@ -150,7 +151,7 @@ stream_seq_wait(PG_FUNCTION_ARGS)
 		if (RecoveryInProgress())
 			sleep_ms = Min(sleep_ms, STANDBY_RECHECK_MS);
 		(void) ConditionVariableTimedSleep(cv, Max(sleep_ms, 1),
-										   PG_WAIT_EXTENSION);
+										   stream_wait_event(STREAM_WAIT_ADVANCE));
 
 		/*
 		 * The wake-up may come from disable() or DROP TABLE: take in their
