@@ -20,7 +20,13 @@ MAJOR=${1:-15}
 
 . test/packages.sh
 need_packages postgresql-15 postgresql-server-dev-15 libipc-run-perl make gcc pgbouncer spin \
-	postgresql-15-partman postgresql-15-repack postgresql-15-pglogical python3-psycopg
+	postgresql-15-partman postgresql-15-repack postgresql-15-pglogical python3-psycopg \
+	prometheus-postgres-exporter
+# the exporter's Debian service is not wanted: test/t/040_metrics_exporter.pl
+# runs exporters of its own on free ports
+if [ "$(id -u)" = 0 ] && command -v systemctl >/dev/null; then
+	systemctl disable --now prometheus-postgres-exporter >/dev/null 2>&1 || true
+fi
 
 # the standby horizon protocol, model-checked (about 30 s)
 test/check-model.sh
