@@ -24,8 +24,9 @@ need_packages postgresql-15 postgresql-server-dev-15 libipc-run-perl make gcc pg
 	prometheus-postgres-exporter
 # the exporter's Debian service is not wanted: test/t/040_metrics_exporter.pl
 # runs exporters of its own on free ports
-if [ "$(id -u)" = 0 ] && command -v systemctl >/dev/null; then
-	systemctl disable --now prometheus-postgres-exporter >/dev/null 2>&1 || true
+if [ "$(id -u)" = 0 ]; then
+	systemctl disable --now prometheus-postgres-exporter >/dev/null 2>&1 ||
+		service prometheus-postgres-exporter stop >/dev/null 2>&1 || true
 fi
 
 # the standby horizon protocol, model-checked (about 30 s)
