@@ -350,23 +350,55 @@ metrics_count_after(const int64 *rows, int n, int64 position)
 }
 
 /*
- * metrics_count_plain
- *		The backlog in rows of the plain consumers of stream "relid" (those
- *		in consumers[from..to)): the newest rows below "horizon" and above
- *		the slowest lagging position, at most "cap", read once; each
- *		consumer counts those above its position, capped when the rows read
- *		stop above it.  Runs inside an SPI connection as the table's owner.
+ * metrics_window
+ *		The newest numbers of stream rows above "after" and below "horizon",
+ *		at most "cap" of them, ascending, in a palloc'd array; returns how
+ *		many.  One backward scan of the stream column's index (index-only
+ *		where the pages are all-visible).  Runs inside an SPI connection as
+ *		the table's owner.
  */
-static void
-metrics_count_plain(MetricsState *st, Oid relid, const char *source,
-					const char *column, int from, int to, int64 horizon,
-					int cap)
+static int
+metrics_window(const char *source, const char *column, int64 after,
+			   int64 horizon, int cap, int64 **rows)
 {
 	Oid			argtypes[3] = {INT8OID, INT8OID, INT4OID};
 	Datum		values[3];
-	int64		slowest = PG_INT64_MAX;
-	int64	   *rows;
 	int			n;
+	int			i;
+
+	values[0] = Int64GetDatum(after);
+	values[1] = Int64GetDatum(horizon);
+	values[2] = Int32GetDatum(cap);
+	metrics_query(psprintf("SELECT t.%s FROM %s t WHERE t.%s > $1 AND t.%s < $2 "
+						   "ORDER BY t.%s DESC LIMIT $3",
+						   column, source, column, column, column),
+				  3, argtypes, values);
+	n = (int) SPI_processed;
+	*rows = palloc(sizeof(int64) * Max(n, 1));
+	for (i = 0; i < n; i++)
+	{
+		bool		isnull;
+
+		(*rows)[n - 1 - i] = DatumGetInt64(metrics_datum(i, 1, &isnull));
+	}
+	return n;
+}
+
+/*
+ * metrics_count_plain
+ *		The backlog in rows of the plain consumers of a stream (those in
+ *		consumers[from..to)): the newest rows below "horizon" and above the
+ *		slowest lagging position, at most "cap", read once; each consumer
+ *		counts those above its position, capped when the rows read stop
+ *		above it.  Runs inside an SPI connection as the table's owner.
+ */
+static void
+metrics_count_plain(MetricsState *st, const char *source, const char *column,
+					int from, int to, int64 horizon, int cap)
+{
+	int64		slowest = PG_INT64_MAX;
+	int64	   *rows = NULL;
+	int			n = 0;
 	int			i;
 
 	for (i = from; i < to; i++)
@@ -376,27 +408,9 @@ metrics_count_plain(MetricsState *st, Oid relid, const char *source,
 		if (mc->slots == 0 && mc->position < horizon - 1)
 			slowest = Min(slowest, mc->position);
 	}
-	if (slowest == PG_INT64_MAX)
-		n = 0;					/* none has a row to read */
-	else
-	{
-		values[0] = Int64GetDatum(slowest);
-		values[1] = Int64GetDatum(horizon);
-		values[2] = Int32GetDatum(cap);
-		metrics_query(psprintf("SELECT t.%s FROM %s t WHERE t.%s > $1 AND t.%s < $2 "
-							   "ORDER BY t.%s DESC LIMIT $3",
-							   column, source, column, column, column),
-					  3, argtypes, values);
-		n = (int) SPI_processed;
-	}
-	/* ascending, for the binary search */
-	rows = palloc(sizeof(int64) * Max(n, 1));
-	for (i = 0; i < n; i++)
-	{
-		bool		isnull;
-
-		rows[n - 1 - i] = DatumGetInt64(metrics_datum(i, 1, &isnull));
-	}
+	/* none has a row to read: no scan */
+	if (slowest != PG_INT64_MAX)
+		n = metrics_window(source, column, slowest, horizon, cap, &rows);
 	for (i = from; i < to; i++)
 	{
 		MetricsConsumer *mc = &st->consumers[i];
@@ -404,33 +418,38 @@ metrics_count_plain(MetricsState *st, Oid relid, const char *source,
 		if (mc->slots != 0)
 			continue;
 		mc->have_backlog = true;
-		mc->backlog = metrics_count_after(rows, n, mc->position);
+		mc->backlog = n > 0 ? metrics_count_after(rows, n, mc->position) : 0;
 		/* rows between its position and the oldest read were not read */
 		mc->capped = n == cap && mc->position + 1 < rows[0];
 	}
-	pfree(rows);
+	if (rows != NULL)
+		pfree(rows);
 }
 
 /*
  * metrics_count_group
  *		The backlog in rows of each slot of group "mc", and of the group
  *		(their sum): the newest rows below "horizon" and above the slowest
- *		lagging slot, at most "cap", read once with the slot each belongs
- *		to; a slot counts its rows above its position, and is capped (the
- *		count is then a lower bound) when the rows read stop above its
- *		position.  Runs inside an SPI connection as the table's owner.
+ *		lagging slot, at most "cap" (found as for plain consumers, through
+ *		the stream column's index), then the slot of each of them (fetched
+ *		by their range of numbers, which the planner serves from the index
+ *		whatever its statistics say); a slot counts its rows above its
+ *		position, and is capped (the count is then a lower bound) when the
+ *		rows read stop above its position.  Runs inside an SPI connection
+ *		as the table's owner.
  */
 static void
 metrics_count_group(MetricsState *st, MetricsConsumer *mc, const char *source,
 					const char *column, int64 horizon, int cap)
 {
-	Oid			argtypes[3] = {INT8OID, INT8OID, INT4OID};
+	Oid			argtypes[3] = {INT8OID, INT8OID, INT8OID};
 	Datum		values[3];
 	int64		slowest = PG_INT64_MAX;
-	int64		oldest_read = PG_INT64_MAX;
+	int64	   *window;
+	int			nwindow;
 	int			max_slot = -1;
 	int		   *index_of;		/* slot number -> index in st->slots */
-	int			n = 0;
+	int			n;
 	int			i;
 
 	if (mc->slot_expr == NULL)
@@ -451,6 +470,12 @@ metrics_count_group(MetricsState *st, MetricsConsumer *mc, const char *source,
 	mc->capped = false;
 	if (slowest == PG_INT64_MAX)
 		return;					/* no slot has a row to read */
+	nwindow = metrics_window(source, column, slowest, horizon, cap, &window);
+	if (nwindow == 0)
+	{
+		pfree(window);
+		return;
+	}
 
 	index_of = palloc(sizeof(int) * (max_slot + 1));
 	for (i = 0; i <= max_slot; i++)
@@ -459,12 +484,12 @@ metrics_count_group(MetricsState *st, MetricsConsumer *mc, const char *source,
 		if (st->slots[i].slot >= 0)
 			index_of[st->slots[i].slot] = i;
 
-	values[0] = Int64GetDatum(slowest);
+	/* the same rows (the same snapshot), with their slots */
+	values[0] = Int64GetDatum(window[0]);
 	values[1] = Int64GetDatum(horizon);
-	values[2] = Int32GetDatum(cap);
+	values[2] = Int64GetDatum(slowest);
 	metrics_query(psprintf("SELECT t.%s, (%s)::pg_catalog.int4 FROM %s t "
-						   "WHERE t.%s > $1 AND t.%s < $2 "
-						   "ORDER BY t.%s DESC LIMIT $3",
+						   "WHERE t.%s >= $1 AND t.%s < $2 AND t.%s > $3",
 						   column, mc->slot_expr, source, column, column,
 						   column),
 				  3, argtypes, values);
@@ -476,7 +501,6 @@ metrics_count_group(MetricsState *st, MetricsConsumer *mc, const char *source,
 		int64		seq = DatumGetInt64(metrics_datum(i, 1, &isnull));
 		int32		slot = DatumGetInt32(metrics_datum(i, 2, &slot_isnull));
 
-		oldest_read = Min(oldest_read, seq);
 		if (slot_isnull || slot < 0 || slot > max_slot || index_of[slot] < 0)
 			continue;
 		if (seq > st->slots[index_of[slot]].position)
@@ -486,11 +510,12 @@ metrics_count_group(MetricsState *st, MetricsConsumer *mc, const char *source,
 	{
 		MetricsSlot *ms = &st->slots[i];
 
-		ms->capped = n == cap && ms->position + 1 < oldest_read;
+		ms->capped = nwindow == cap && ms->position + 1 < window[0];
 		mc->backlog += ms->backlog;
 		mc->capped |= ms->capped;
 	}
 	pfree(index_of);
+	pfree(window);
 }
 
 /*
@@ -520,7 +545,7 @@ metrics_count_stream(MetricsState *st, StreamRef *ref, int from, int to,
 	stream_run_as(ref->owner, &save_nestlevel, &save_userid, &save_sec_context);
 	if (SPI_connect() != SPI_OK_CONNECT)
 		elog(ERROR, "SPI_connect failed");
-	metrics_count_plain(st, ref->relid, source, column, from, to, horizon, cap);
+	metrics_count_plain(st, source, column, from, to, horizon, cap);
 	for (i = from; i < to; i++)
 		if (st->consumers[i].slots != 0)
 			metrics_count_group(st, &st->consumers[i], source, column,
