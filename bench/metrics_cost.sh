@@ -14,8 +14,8 @@
 # and 10M unread rows.  As a role that is only a member of pg_monitor,
 # psql times (the median of 10 calls in one session, after a first
 # one):
-#   - metrics() with backlog_cap 0 (no count), 1000 (the default), 10000
-#     and 100000, and metrics('stream'), ('consumer'), ('slot');
+#   - metrics() with backlog_cap 0 (no count), 100, 1000 (the default)
+#     and 10000, and metrics('stream'), ('consumer'), ('slot');
 #   - the four queries of queries.yaml, one scrape;
 # first right after the load (the rows' pages not yet all-visible: the
 # counts visit the heap), then after VACUUM.  With Debian's
@@ -38,7 +38,8 @@ max_wal_size = 4GB
 checkpoint_timeout = 30min
 autovacuum = off
 listen_addresses = '127.0.0.1'
-max_locks_per_transaction = 256"
+max_locks_per_transaction = 256
+stream_seq.max_streams = $((STREAMS + 16))"
 echo "host all all 127.0.0.1/32 trust" >>"$CLUSTER_DIR/data/pg_hba.conf"
 as_pg $PGBIN/pg_ctl -D "$CLUSTER_DIR/data" reload >/dev/null
 
@@ -87,7 +88,7 @@ latency() {
 
 measure() {
 	echo "== $1"
-	for cap in 0 1000 10000 100000; do
+	for cap in 0 100 1000 10000; do
 		printf '  metrics(NULL, %6d):            %10s ms\n' "$cap" \
 			"$(latency "SELECT count(*) FROM stream_seq.metrics(NULL, $cap);")"
 	done

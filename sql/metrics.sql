@@ -42,8 +42,8 @@ SELECT kind, count(*), count(head) AS with_head, count(position) AS with_positio
        count(slot) AS with_slot, count(leased) AS with_leased
   FROM stream_seq.metrics() GROUP BY kind ORDER BY kind;
 
--- the cap: the newest 4 rows below the horizon are counted, once per
--- stream and once per group; past them a backlog is the cap, flagged,
+-- the cap: the newest 4 rows below the horizon are read, once per
+-- stream for all its consumers; past them a backlog is the cap, flagged,
 -- and the lag in numbers is the upper bound
 SELECT kind, consumer, slot, lag, backlog_rows, backlog_capped
   FROM stream_seq.metrics(backlog_cap => 4)

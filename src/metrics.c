@@ -18,13 +18,14 @@
  *
  * What costs: the backlog of a consumer in rows.  Positions and lags in
  * numbers come from the catalog and shared memory.  The rows are counted
- * once per stream for all its plain consumers, and once per group for all
- * its slots, by reading the newest rows below the horizon, at most
- * "backlog_cap" of them (one backward index scan): a consumer whose
- * position lies within them gets its exact count, one below them gets the
- * cap, flagged, and its lag in numbers is then an upper bound.  The cost of
- * a call is therefore at most backlog_cap rows per stream with plain
- * consumers and per group, whatever the backlog.
+ * once per stream for all its consumers, from the newest rows below the
+ * horizon, at most "backlog_cap" of them (one backward index scan): a
+ * consumer whose position lies within them gets its exact count, one below
+ * them gets the cap, flagged, and its lag in numbers is then an upper
+ * bound.  A group also needs the slot of each of those rows, read once
+ * per group.  The cost of a call is therefore at most backlog_cap index
+ * entries per stream with consumers and backlog_cap rows per group,
+ * whatever the backlog.
  *
  *-------------------------------------------------------------------------
  */
@@ -40,6 +41,7 @@
 #include "storage/lmgr.h"
 #include "utils/acl.h"
 #include "utils/builtins.h"
+#include "utils/guc.h"
 #include "utils/lsyscache.h"
 #include "utils/syscache.h"
 #include "utils/timestamp.h"
@@ -355,7 +357,7 @@ metrics_count_after(const int64 *rows, int n, int64 position)
  *		at most "cap" of them, ascending, in a palloc'd array; returns how
  *		many.  One backward scan of the stream column's index (index-only
  *		where the pages are all-visible).  Runs inside an SPI connection as
- *		the table's owner.
+ *		the table's owner; the array lives until SPI_finish.
  */
 static int
 metrics_window(const char *source, const char *column, int64 after,
@@ -387,30 +389,16 @@ metrics_window(const char *source, const char *column, int64 after,
 /*
  * metrics_count_plain
  *		The backlog in rows of the plain consumers of a stream (those in
- *		consumers[from..to)): the newest rows below "horizon" and above the
- *		slowest lagging position, at most "cap", read once; each consumer
- *		counts those above its position, capped when the rows read stop
- *		above it.  Runs inside an SPI connection as the table's owner.
+ *		consumers[from..to)) from the stream's window (metrics_count_stream):
+ *		each counts the rows of it above its position, and is capped when
+ *		the window is full and stops above its position.
  */
 static void
-metrics_count_plain(MetricsState *st, const char *source, const char *column,
-					int from, int to, int64 horizon, int cap)
+metrics_count_plain(MetricsState *st, int from, int to, const int64 *window,
+					int nwindow, int cap)
 {
-	int64		slowest = PG_INT64_MAX;
-	int64	   *rows = NULL;
-	int			n = 0;
 	int			i;
 
-	for (i = from; i < to; i++)
-	{
-		MetricsConsumer *mc = &st->consumers[i];
-
-		if (mc->slots == 0 && mc->position < horizon - 1)
-			slowest = Min(slowest, mc->position);
-	}
-	/* none has a row to read: no scan */
-	if (slowest != PG_INT64_MAX)
-		n = metrics_window(source, column, slowest, horizon, cap, &rows);
 	for (i = from; i < to; i++)
 	{
 		MetricsConsumer *mc = &st->consumers[i];
@@ -418,35 +406,31 @@ metrics_count_plain(MetricsState *st, const char *source, const char *column,
 		if (mc->slots != 0)
 			continue;
 		mc->have_backlog = true;
-		mc->backlog = n > 0 ? metrics_count_after(rows, n, mc->position) : 0;
+		mc->backlog = nwindow > 0 ?
+			metrics_count_after(window, nwindow, mc->position) : 0;
 		/* rows between its position and the oldest read were not read */
-		mc->capped = n == cap && mc->position + 1 < rows[0];
+		mc->capped = nwindow == cap && mc->position + 1 < window[0];
 	}
-	if (rows != NULL)
-		pfree(rows);
 }
 
 /*
  * metrics_count_group
  *		The backlog in rows of each slot of group "mc", and of the group
- *		(their sum): the newest rows below "horizon" and above the slowest
- *		lagging slot, at most "cap" (found as for plain consumers, through
- *		the stream column's index), then the slot of each of them (fetched
- *		by their range of numbers, which the planner serves from the index
- *		whatever its statistics say); a slot counts its rows above its
- *		position, and is capped (the count is then a lower bound) when the
- *		rows read stop above its position.  Runs inside an SPI connection
- *		as the table's owner.
+ *		(their sum), from the stream's window (metrics_count_stream): the
+ *		slot of each row of it, fetched by the window's range of numbers,
+ *		then each slot counts its rows above its position, and is capped
+ *		(the count is then a lower bound) when the window is full and stops
+ *		above its position.  Runs inside an SPI connection as the table's
+ *		owner, whose code the slot expression is.
  */
 static void
 metrics_count_group(MetricsState *st, MetricsConsumer *mc, const char *source,
-					const char *column, int64 horizon, int cap)
+					const char *column, int64 horizon, const int64 *window,
+					int nwindow, int cap)
 {
 	Oid			argtypes[3] = {INT8OID, INT8OID, INT8OID};
 	Datum		values[3];
 	int64		slowest = PG_INT64_MAX;
-	int64	   *window;
-	int			nwindow;
 	int			max_slot = -1;
 	int		   *index_of;		/* slot number -> index in st->slots */
 	int			n;
@@ -468,14 +452,10 @@ metrics_count_group(MetricsState *st, MetricsConsumer *mc, const char *source,
 	mc->have_backlog = true;
 	mc->backlog = 0;
 	mc->capped = false;
-	if (slowest == PG_INT64_MAX)
-		return;					/* no slot has a row to read */
-	nwindow = metrics_window(source, column, slowest, horizon, cap, &window);
-	if (nwindow == 0)
-	{
-		pfree(window);
+	/* no slot has a row to read, or none is in the window */
+	if (slowest == PG_INT64_MAX || nwindow == 0 ||
+		window[nwindow - 1] <= slowest)
 		return;
-	}
 
 	index_of = palloc(sizeof(int) * (max_slot + 1));
 	for (i = 0; i <= max_slot; i++)
@@ -484,7 +464,7 @@ metrics_count_group(MetricsState *st, MetricsConsumer *mc, const char *source,
 		if (st->slots[i].slot >= 0)
 			index_of[st->slots[i].slot] = i;
 
-	/* the same rows (the same snapshot), with their slots */
+	/* the window's rows above the slowest slot (the same snapshot) */
 	values[0] = Int64GetDatum(window[0]);
 	values[1] = Int64GetDatum(horizon);
 	values[2] = Int64GetDatum(slowest);
@@ -515,14 +495,18 @@ metrics_count_group(MetricsState *st, MetricsConsumer *mc, const char *source,
 		mc->capped |= ms->capped;
 	}
 	pfree(index_of);
-	pfree(window);
 }
 
 /*
  * metrics_count_stream
- *		The backlogs of the consumers of stream "relid" (consumers[from..to)),
- *		counted as the table's owner; left unknown if the owner may not read
- *		its own table.
+ *		The backlogs of the consumers of stream "ref" (consumers[from..to)),
+ *		counted as the table's owner: the stream's window, the newest rows
+ *		below "horizon" and above the slowest lagging consumer or slot, at
+ *		most "cap" of them, is read once (one backward scan of the stream
+ *		column's index, index-only where the pages are all-visible), and
+ *		every plain consumer and group counts from it; a group also reads
+ *		the slots of the window's rows.  Left unknown if the owner may not
+ *		read its own table.
  */
 static void
 metrics_count_stream(MetricsState *st, StreamRef *ref, int from, int to,
@@ -533,24 +517,56 @@ metrics_count_stream(MetricsState *st, StreamRef *ref, int from, int to,
 	int			save_sec_context;
 	char	   *source;
 	const char *column;
+	int64		slowest = PG_INT64_MAX;
+	int64	   *window = NULL;
+	int			nwindow = 0;
 	int			i;
+	int			j;
 
 	if (from == to || cap == 0)
 		return;
 	if (pg_class_aclcheck(ref->relid, ref->owner, ACL_SELECT) != ACLCHECK_OK)
 		return;
+	for (i = from; i < to; i++)
+	{
+		MetricsConsumer *mc = &st->consumers[i];
+
+		if (mc->slots == 0 && mc->position < horizon - 1)
+			slowest = Min(slowest, mc->position);
+		for (j = mc->first_slot; mc->slots != 0 && j < mc->first_slot + mc->nslots; j++)
+			if (st->slots[j].position < horizon - 1)
+				slowest = Min(slowest, st->slots[j].position);
+	}
 	source = stream_source(ref->relid);
 	column = quote_identifier(get_attname(ref->relid, ref->seq_attnum, false));
 
 	stream_run_as(ref->owner, &save_nestlevel, &save_userid, &save_sec_context);
+
+	/*
+	 * The window must come from the stream column's index, from the
+	 * horizon down, stopping at the cap.  Without statistics (a table
+	 * loaded since its last ANALYZE, as a stream table usually is) the
+	 * planner takes the range for a few hundred rows and prefers a bitmap
+	 * scan of all of them and a sort: the whole backlog.  So no other plan
+	 * is allowed.
+	 */
+	(void) set_config_option("enable_sort", "off", PGC_USERSET, PGC_S_SESSION,
+							 GUC_ACTION_SAVE, true, 0, false);
+	(void) set_config_option("enable_bitmapscan", "off", PGC_USERSET,
+							 PGC_S_SESSION, GUC_ACTION_SAVE, true, 0, false);
+	(void) set_config_option("enable_seqscan", "off", PGC_USERSET,
+							 PGC_S_SESSION, GUC_ACTION_SAVE, true, 0, false);
 	if (SPI_connect() != SPI_OK_CONNECT)
 		elog(ERROR, "SPI_connect failed");
-	metrics_count_plain(st, source, column, from, to, horizon, cap);
+	/* none has a row to read: no scan */
+	if (slowest != PG_INT64_MAX)
+		nwindow = metrics_window(source, column, slowest, horizon, cap, &window);
+	metrics_count_plain(st, from, to, window, nwindow, cap);
 	for (i = from; i < to; i++)
 		if (st->consumers[i].slots != 0)
 			metrics_count_group(st, &st->consumers[i], source, column,
-								horizon, cap);
-	SPI_finish();
+								horizon, window, nwindow, cap);
+	SPI_finish();				/* frees the window */
 	stream_run_as_end(save_nestlevel, save_userid, save_sec_context);
 }
 
