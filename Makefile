@@ -7,14 +7,14 @@ OBJS         = src/startup.o src/settings.o src/shmem.o src/catalog.o src/counte
                src/retention.o src/consumer.o src/group.o src/resize.o src/wait.o \
                src/status.o src/compat.o src/replica.o \
                src/partition.o src/replication.o src/roles.o src/parking.o \
-               src/retention_policy.o src/stats.o
+               src/retention_policy.o src/stats.o src/metrics.o
 DATA         = $(wildcard sql/$(EXTENSION)--*.sql)
 PGFILEDESC   = "stream_seq - gap-safe stream tables"
 
 # Regression suites (sql/NAME.sql, expected/NAME.out), in the order they
 # run: upgrade drops and recreates the extension, so it comes last.
 REGRESS        = enable writes applications heap_only horizon consumers groups groups_resize commit_times typed_reads retries \
-                 lifecycle security ordinary_role partitions operations retention_policy upgrade
+                 lifecycle security ordinary_role partitions operations retention_policy metrics upgrade
 # Isolation specs (test/specs/NAME.spec, expected/NAME.out).
 ISOLATION      = $(basename $(notdir $(wildcard test/specs/*.spec)))
 ISOLATION_OPTS = --inputdir=test --outputdir=. --load-extension=$(EXTENSION)

@@ -1603,6 +1603,8 @@ stream_slot_status(StreamRef *ref, Snapshot snapshot, StreamStatus *status)
 	horizon_locked(slot, snapshot, next, &parts);
 	status->next = slot->next;
 	status->committing = 0;
+	status->in_commit = 0;
+	status->oldest_commit_since = 0;
 	for (i = 0; i < slot->nentries; i++)
 	{
 		if (slot->entries[i].state != ENTRY_ASSIGNED)
@@ -1610,6 +1612,12 @@ stream_slot_status(StreamRef *ref, Snapshot snapshot, StreamStatus *status)
 		status->committing++;
 		if (oldest < 0)
 			oldest = i;
+		if (!slot->entries[i].early)
+		{
+			if (status->in_commit == 0)
+				status->oldest_commit_since = slot->entries[i].assigned_at;
+			status->in_commit++;
+		}
 	}
 	status->oldest_pid = 0;
 	status->oldest_xid = InvalidTransactionId;

@@ -51,6 +51,9 @@ typedef struct StreamStatus
 	int			oldest_pid;		/* the oldest of them, if any */
 	TransactionId oldest_xid;
 	TimestampTz oldest_since;
+	int			in_commit;		/* of them, those not numbered early: in
+								 * their commit */
+	TimestampTz oldest_commit_since;	/* the oldest of those, if any */
 	int			tracked;		/* entries in the list */
 	uint64		evictions;
 	uint64		assigned_xacts;

@@ -21,7 +21,8 @@
 # assertions (--enable-cassert) beside the plain one, for a run of the
 # suites that checks the server's assertions too; it is slower, so neither
 # "make test-18" nor "make bench" uses it unless asked.  Needs bison, flex,
-# gcc, make, zlib1g-dev and libipc-run-perl; run as root, it installs them.
+# gcc, make, zlib1g-dev, libxml2-dev and libipc-run-perl; run as root, it
+# installs them.
 set -euo pipefail
 cd "$(dirname "$0")/.."
 
@@ -42,7 +43,7 @@ CACHE=$(cd "$CACHE" && pwd)
 
 # stdout carries only the path of pg_config: everything else to stderr
 . test/packages.sh
-need_packages bison flex gcc make zlib1g-dev libipc-run-perl >&2
+need_packages bison flex gcc make zlib1g-dev libxml2-dev libipc-run-perl >&2
 
 # one build at a time per cache (two clones, or make bench beside make test)
 exec 9>"$CACHE/lock"
@@ -84,7 +85,9 @@ fi
 # with such a change.
 LAYOUT=2
 PREFIX=$CACHE/pg-$MAJOR
-configure_opts=(--without-icu --without-readline --enable-tap-tests --enable-debug)
+# libxml: query_to_xml(), which doc/examples/prometheus/queries.yaml uses
+# (as Debian's and the other distributions' servers have it)
+configure_opts=(--without-icu --without-readline --with-libxml --enable-tap-tests --enable-debug)
 if [ "${STREAM_SEQ_PG_CASSERT:-0}" = 1 ]; then
 	PREFIX=$CACHE/pg-$MAJOR-cassert
 	configure_opts+=(--enable-cassert)

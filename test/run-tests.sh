@@ -21,7 +21,14 @@ MAJOR=${1:-15}
 
 . test/packages.sh
 need_packages postgresql-15 postgresql-server-dev-15 libipc-run-perl make gcc pgbouncer spin \
-	postgresql-15-partman postgresql-15-repack postgresql-15-pglogical python3-psycopg
+	postgresql-15-partman postgresql-15-repack postgresql-15-pglogical python3-psycopg \
+	prometheus-postgres-exporter
+# the exporter's Debian service is not wanted: test/t/040_metrics_exporter.pl
+# runs exporters of its own on free ports
+if [ "$(id -u)" = 0 ]; then
+	systemctl disable --now prometheus-postgres-exporter >/dev/null 2>&1 ||
+		service prometheus-postgres-exporter stop >/dev/null 2>&1 || true
+fi
 # the libraries of the applications test (test/t/039_applications.pl); its
 # npm packages it installs itself, into /var/cache/stream_seq/npm (pgx,
 # Go, it runs only where golang-go and golang-github-jackc-pgx-v4-dev are)
