@@ -231,6 +231,19 @@ INSERT INTO events (id, customer_id, seq) VALUES (6, 26, NULL), (1, 31, 1)
   ON CONFLICT (id) DO UPDATE SET customer_id = EXCLUDED.customer_id, seq = EXCLUDED.seq;
 COMMIT;
 SELECT id, customer_id, seq IS NOT NULL AS numbered FROM events WHERE id IN (1, 6, 8) ORDER BY id;
+-- a number taken there for a row that is then refused, in a savepoint
+-- rolled back: last_numbers() gives only the numbers written
+BEGIN;
+SET CONSTRAINTS ALL IMMEDIATE;
+DELETE FROM events WHERE id = 4;
+SAVEPOINT s;
+INSERT INTO events (id, customer_id, seq) VALUES (4, 14, :gap);
+\echo :LAST_ERROR_SQLSTATE
+ROLLBACK TO s;
+INSERT INTO events (id, customer_id) VALUES (41, 41);
+COMMIT;
+SELECT first = seq AND last = seq AS only_the_row_written
+  FROM stream_seq.last_numbers('events'), events WHERE id = 41;
 
 -- the time column: the upsert of a loaded row, and a row with a time
 INSERT INTO tevents (id, v, seq, at) SELECT id, 20, seq, at FROM tevents WHERE id = 1

@@ -121,6 +121,24 @@ RESET client_min_messages;
 RESET search_path;
 RESET ROLE;
 
+-- a stream whose owner may not run its group's slot expression (no USAGE
+-- on schema stream_seq, where slot_of() is) has its backlogs unknown; the
+-- other streams' series stay
+CREATE ROLE metrics_owner;
+CREATE TABLE mev_owned (k int);
+SELECT stream_seq.enable('mev_owned');
+INSERT INTO mev_owned SELECT g FROM generate_series(1, 4) g;
+SELECT stream_seq.create_group('mev_owned', 'ogrp', 'k', 2);
+ALTER TABLE mev_owned OWNER TO metrics_owner;
+SET ROLE metrics_monitor;
+SELECT kind, stream_name, consumer, slot, lag, backlog_rows
+  FROM stream_seq.metrics()
+ WHERE kind <> 'stream' AND (stream_name = 'public.mev_owned' OR consumer = 'behind')
+ ORDER BY stream_name, consumer, slot NULLS FIRST;
+RESET ROLE;
+DROP TABLE mev_owned;
+DROP ROLE metrics_owner;
+
 -- a dropped stream and its consumers leave the list
 DROP TABLE mev_empty;
 SELECT kind, count(*) FROM stream_seq.metrics() GROUP BY kind ORDER BY kind;

@@ -188,6 +188,18 @@ DO $$
 DECLARE
     s record;
 BEGIN
+    -- a trigger of that name the extension did not make (0.5.1 did not
+    -- reserve it) would pass for the guard: refuse to update past it
+    SELECT g.tgrelid::pg_catalog.regclass AS rel INTO s
+      FROM pg_catalog.pg_trigger g JOIN stream_seq.stream st ON g.tgrelid = st.relid
+     WHERE g.tgname = 'stream_seq_guard_insert'
+       AND g.tgfoid <> 'stream_seq.guard_insert_trigger()'::pg_catalog.regprocedure
+     LIMIT 1;
+    IF FOUND THEN
+        RAISE EXCEPTION 'trigger "stream_seq_guard_insert" on table % was not created by stream_seq', s.rel
+            USING ERRCODE = 'duplicate_object',
+                  HINT = 'Rename or drop that trigger, then run ALTER EXTENSION stream_seq UPDATE again.';
+    END IF;
     FOR s IN SELECT relid, seq_column, time_column FROM stream_seq.stream
               WHERE NOT EXISTS (SELECT FROM pg_catalog.pg_trigger g
                                  WHERE g.tgrelid = relid::pg_catalog.oid

@@ -181,6 +181,17 @@ INSERT INTO up51 (id, v, seq) VALUES (1, 2, 1) ON CONFLICT (id) DO UPDATE SET v 
 \echo :LAST_ERROR_SQLSTATE
 SELECT stream_seq.last_numbers('up51');
 \echo :LAST_ERROR_SQLSTATE
+-- a look-alike trigger of that name (0.5.1 did not reserve it) stops the
+-- update, which changes nothing, until it is renamed
+CREATE TABLE up51x (id int);
+SELECT stream_seq.enable('up51x');
+CREATE TRIGGER stream_seq_guard_insert AFTER INSERT ON up51x FOR EACH ROW WHEN (false)
+  EXECUTE FUNCTION stream_seq.truncate_trigger();
+ALTER EXTENSION stream_seq UPDATE TO '0.6.0';
+\echo :LAST_ERROR_SQLSTATE
+SELECT extversion FROM pg_extension WHERE extname = 'stream_seq';
+ALTER TRIGGER stream_seq_guard_insert ON up51x RENAME TO not_the_guard;
+DROP TRIGGER not_the_guard ON up51x;
 ALTER EXTENSION stream_seq UPDATE TO '0.6.0';
 SELECT tgrelid::regclass, tgname, pg_get_triggerdef(oid) LIKE '%WHEN%' AS has_when
   FROM pg_trigger WHERE tgname = 'stream_seq_guard_insert' ORDER BY tgrelid::regclass::text;
@@ -196,4 +207,4 @@ INSERT INTO up51p (id, day, v, at) VALUES (2, 1, 2, now());
 INSERT INTO up51 VALUES (3, 3);
 SELECT first = last AND last = (SELECT seq FROM up51 WHERE id = 3) AS last_numbers
   FROM stream_seq.last_numbers('up51');
-DROP TABLE up51, up51p;
+DROP TABLE up51, up51p, up51x;

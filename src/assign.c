@@ -112,8 +112,8 @@ typedef struct XactStream
 	int64		cur_next;		/* current reserved range [cur_next, cur_end) */
 	int64		cur_end;
 	TimestampTz cur_time;		/* and the time it was reserved at */
-	int64		first_number;	/* lowest and highest number written, */
-	int64		last_number;	/* when numbered > 0 */
+	int64		first_number;	/* lowest and highest number written (0: */
+	int64		last_number;	/* none yet; numbers start at 1) */
 } XactStream;
 
 /*
@@ -368,14 +368,17 @@ has_insert_guard(Relation rel)
 	for (i = 0; trigdesc != NULL && i < trigdesc->numtriggers; i++)
 	{
 		Trigger    *trigger = &trigdesc->triggers[i];
+		const char *runs_for = NULL;
 
+		/* the name, and the function that trigger runs: not a look-alike */
 		if (strcmp(trigger->tgname, "stream_seq_guard_insert") == 0 &&
 			TRIGGER_FOR_ROW(trigger->tgtype) &&
 			TRIGGER_FOR_AFTER(trigger->tgtype) &&
 			TRIGGER_FOR_INSERT(trigger->tgtype) &&
 			!trigger->tgdeferrable &&
 			trigger->tgenabled == TRIGGER_FIRES_ON_ORIGIN &&
-			stream_is_own_trigger_function(trigger->tgfoid, NULL))
+			stream_is_own_trigger_function(trigger->tgfoid, &runs_for) &&
+			strcmp(runs_for, "stream_seq_guard_insert") == 0)
 			return true;
 	}
 	return false;
@@ -1545,9 +1548,13 @@ stream_seq_assign_trigger(PG_FUNCTION_ARGS)
 
 		number_version(w, rel, row, &tid, number, numbered_at,
 					   as_inserted && !inserted_frozen(trigdata->tg_trigtuple));
-		if (xs->numbered == 1 || number < xs->first_number)
+		/*
+		 * Not from xs->numbered: a number taken for a row whose writing then
+		 * failed (a subtransaction rolled back) is counted there too.
+		 */
+		if (xs->first_number == 0 || number < xs->first_number)
 			xs->first_number = number;
-		if (xs->numbered == 1 || number > xs->last_number)
+		if (number > xs->last_number)
 			xs->last_number = number;
 		if (!as_inserted)
 			check_foreign_keys(w, rel, &tid);

@@ -574,6 +574,58 @@ metrics_count_stream(MetricsState *st, StreamRef *ref, int from, int to,
 }
 
 /*
+ * metrics_count_stream_isolated
+ *		metrics_count_stream() in a subtransaction: what one stream's
+ *		counting runs as its owner (the group's slot expression, the
+ *		owner's privileges on the extension's schema and functions) may
+ *		fail, and must not take the series of every other stream with it.
+ *		On failure its consumers' and slots' backlogs are left unknown
+ *		(NULL); a cancel is not caught.
+ */
+static void
+metrics_count_stream_isolated(MetricsState *st, StreamRef *ref, int from,
+							  int to, int64 horizon, int cap)
+{
+	MemoryContext oldcxt = CurrentMemoryContext;
+	ResourceOwner oldowner = CurrentResourceOwner;
+
+	BeginInternalSubTransaction(NULL);
+	MemoryContextSwitchTo(oldcxt);
+	PG_TRY();
+	{
+		metrics_count_stream(st, ref, from, to, horizon, cap);
+		ReleaseCurrentSubTransaction();
+		MemoryContextSwitchTo(oldcxt);
+		CurrentResourceOwner = oldowner;
+	}
+	PG_CATCH();
+	{
+		ErrorData  *edata;
+		int			i;
+		int			j;
+
+		MemoryContextSwitchTo(oldcxt);
+		edata = CopyErrorData();
+		if (edata->sqlerrcode == ERRCODE_QUERY_CANCELED)
+			PG_RE_THROW();
+		FlushErrorState();
+		RollbackAndReleaseCurrentSubTransaction();
+		MemoryContextSwitchTo(oldcxt);
+		CurrentResourceOwner = oldowner;
+		FreeErrorData(edata);
+		for (i = from; i < to; i++)
+		{
+			MetricsConsumer *mc = &st->consumers[i];
+
+			mc->have_backlog = false;
+			for (j = mc->first_slot; mc->slots != 0 && j < mc->first_slot + mc->nslots; j++)
+				st->slots[j].have_backlog = false;
+		}
+	}
+	PG_END_TRY();
+}
+
+/*
  * stream_seq_metrics
  *		SQL: metrics(only_kind text DEFAULT NULL, backlog_cap integer
  *		DEFAULT 1000) RETURNS TABLE (...): one row per stream, consumer and
@@ -723,7 +775,7 @@ stream_seq_metrics(PG_FUNCTION_ARGS)
 			continue;
 
 		if (have_horizon)
-			metrics_count_stream(&st, ref, from, c, horizon, cap);
+			metrics_count_stream_isolated(&st, ref, from, c, horizon, cap);
 
 		for (i = from; i < c; i++)
 		{
