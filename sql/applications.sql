@@ -240,10 +240,10 @@ SAVEPOINT s;
 INSERT INTO events (id, customer_id, seq) VALUES (4, 14, :gap);
 \echo :LAST_ERROR_SQLSTATE
 ROLLBACK TO s;
-INSERT INTO events (id, customer_id) VALUES (41, 41);
+INSERT INTO events (id, customer_id) VALUES (9, 9);
 COMMIT;
 SELECT first = seq AND last = seq AS only_the_row_written
-  FROM stream_seq.last_numbers('events'), events WHERE id = 41;
+  FROM stream_seq.last_numbers('events'), events WHERE id = 9;
 
 -- the time column: the upsert of a loaded row, and a row with a time
 INSERT INTO tevents (id, v, seq, at) SELECT id, 20, seq, at FROM tevents WHERE id = 1
