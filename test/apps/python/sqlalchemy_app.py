@@ -143,3 +143,14 @@ try:
     out("computed", "accepted")
 except sa.exc.DBAPIError as e:
     out("computed", e.orig.pgcode)
+
+# bulk_update_mappings() of the plain mapping with a row as it was loaded:
+# an UPDATE that writes every column back, the number unchanged
+with Session(engine) as s:
+    with s.begin():
+        loaded = dict(s.execute(sa.select(events).where(events.c.id == 4))
+                      .mappings().one())
+    loaded["payload"] = "k"
+    with s.begin():
+        s.bulk_update_mappings(PlainEvent, [loaded])
+    out("bulk-update", *row(s, 4))
