@@ -22,7 +22,7 @@
 #
 # "Still waiting" is checked twice: psql has not printed the line after
 # the wait() statement, and pg_stat_activity shows the backend active in
-# the wait event "Extension".
+# the wait event "Extension" (on 17 and later "StreamSeqWait").
 
 use strict;
 use warnings;
@@ -85,7 +85,7 @@ SELECT stream_seq.wait('$stream', $after, '$timeout');
 		last if $waiter->{stdout} =~ /\Q$marker\E/;
 		last
 		  if $node->safe_psql('postgres', qq{
-SELECT wait_event_type = 'Extension' AND wait_event = 'Extension'
+SELECT wait_event_type = 'Extension' AND wait_event IN ('Extension', 'StreamSeqWait')
   FROM pg_stat_activity WHERE pid = $waiter_pid}) eq 't';
 		usleep(20_000);
 	}
@@ -102,7 +102,7 @@ sub still_waiting
 	my $state = $node->safe_psql('postgres', qq{
 SELECT state || ':' || wait_event_type || ':' || wait_event
   FROM pg_stat_activity WHERE pid = $waiter_pid});
-	return $state eq 'active:Extension:Extension';
+	return $state eq 'active:Extension:Extension' || $state eq 'active:Extension:StreamSeqWait';
 }
 
 # The error the waiter's statement ended with (waiting up to 5 s for it to
