@@ -20,6 +20,16 @@
 # before and after the run / transactions) and per row; then the share of
 # each table's updates that were heap-only (HOT) over all rounds.
 #
+# With COPY_ROWS=N each round also loads N rows into each table with one
+# COPY (one transaction) and reports rows/s and WAL per row.
+#
+# Environment: CASES, the "synchronous_commit rows" cases separated by
+# "|" (default "on 1|off 1|on 10|off 10"; "on 1000" is a bulk
+# transaction); CLIENTS, pgbench clients (default 8); AFTER_SETTINGS,
+# lines added to this tree's postgresql.conf (for example
+# "stream_seq.in_place = on": then REV may be this very tree, and the
+# comparison is of the two writes).
+#
 # Last, the work VACUUM has after a fixed load: each table is emptied,
 # given 4,000 rows in 1-row transactions (or 8,000 in 10-row ones) by 8
 # clients, and vacuumed (VERBOSE); printed per 1,000 rows: the index
@@ -62,12 +72,28 @@ is_root && chown -R postgres: "$WORK"
 
 start_node "$WORK" before "$OLDBIN" 55571
 start_node "$WORK" after "$PGBIN" 55572
+if [ -n "${AFTER_SETTINGS:-}" ]; then
+	printf '%s\n' "$AFTER_SETTINGS" >>"$WORK/after/postgresql.conf"
+	as_pg "$PGBIN/pg_ctl" -D "$WORK/after" -w restart -l "$WORK/after.log" >/dev/null
+fi
+IFS='|' read -r -a CASE_LIST <<<"${CASES:-on 1|off 1|on 10|off 10}"
+
+# copy_run PORT TABLE ROWS: one COPY of ROWS rows; prints rows/s, a tab,
+# and the WAL it wrote per row
+copy_run() {
+	local port=$1 table=$2 rows=$3 start ms
+	start=$(node_lsn "$WORK" "$port")
+	ms=$(seq 1 "$rows" | $PGBIN/psql -X -q -h "$WORK" -p "$port" -U postgres -d postgres \
+		-c '\timing on' -c "COPY ev_$table (payload) FROM STDIN" | awk '/^Time:/ { print $2 }')
+	awk -v rows="$rows" -v ms="$ms" -v wal=$(($(node_lsn "$WORK" "$port") - start)) \
+		'BEGIN { printf "%.0f\t%.0f\n", rows / (ms / 1000), wal / rows }'
+}
 
 RAW=$WORK/raw
 : >"$RAW"
 contenders=("before 55571 stream_pk" "after 55572 stream_pk" "bigserial 55572 serial_pk")
 for round in $(seq 1 "$ROUNDS"); do
-	for case in "on 1" "off 1" "on 10" "off 10"; do
+	for case in "${CASE_LIST[@]}"; do
 		read -r sc rows <<<"$case"
 		for i in 0 1 2; do
 			read -r name port table <<<"${contenders[$(((i + round) % 3))]}"
@@ -75,6 +101,13 @@ for round in $(seq 1 "$ROUNDS"); do
 				"$(write_run "$WORK" "$port" "$table" "$sc" "$rows" "$SECS")" >>"$RAW"
 		done
 	done
+	if [ -n "${COPY_ROWS:-}" ]; then
+		for i in 0 1 2; do
+			read -r name port table <<<"${contenders[$(((i + round) % 3))]}"
+			printf '%s\t%s\t%s\t%s\n' "copy $COPY_ROWS" "$name" "$round" \
+				"$(copy_run "$port" "$table" "$COPY_ROWS")" >>"$RAW"
+		done
+	fi
 	echo "-- round $round/$ROUNDS done"
 done
 
@@ -83,7 +116,7 @@ done
 sleep 1
 hot_share() {
 	$PGBIN/psql -X -At -h "$WORK" -p "$1" -U postgres -d postgres -c "
-		SELECT n_tup_upd, n_tup_hot_upd FROM pg_stat_user_tables WHERE relname = 'ev_$2'" |
+		SELECT n_tup_upd, n_tup_hot_upd, n_tup_ins FROM pg_stat_user_tables WHERE relname = 'ev_$2'" |
 		tr '|' '\t'
 }
 printf 'hot\tbefore\t%s\n' "$(hot_share 55571 stream_pk)" >>"$RAW"
@@ -114,8 +147,9 @@ for rows_txns in "1 500" "10 100"; do
 done
 
 echo
-echo "Writer transactions/s, 8 clients, same indexes, $ROUNDS rounds of $SECS s;"
-echo "before = $REV ($(git -C "$REPO_DIR" log -1 --format=%h "$REV")), after = this tree"
+echo "Writer transactions/s, ${CLIENTS:-8} clients, same indexes, $ROUNDS rounds of $SECS s;"
+echo "before = $REV ($(git -C "$REPO_DIR" log -1 --format=%h "$REV")), after = this tree${AFTER_SETTINGS:+ with $AFTER_SETTINGS}"
+[ -n "${COPY_ROWS:-}" ] && echo "(case \"copy $COPY_ROWS\": rows/s of one COPY, not transactions/s)"
 echo "($(git -C "$REPO_DIR" describe --always --dirty))"
 echo
 "$PY" - "$RAW" <<'PY'
@@ -124,7 +158,7 @@ runs, hot, vac = {}, {}, {}
 for line in open(sys.argv[1]):
     f = line.rstrip("\n").split("\t")
     if f[0] == "hot":
-        hot[f[1]] = (int(f[2] or 0), int(f[3] or 0))
+        hot[f[1]] = (int(f[2] or 0), int(f[3] or 0), int(f[4] or 0))
         continue
     if f[0] == "vac":
         vac[(f[1], f[2])] = [int(x) for x in f[3:7]]
@@ -135,7 +169,10 @@ for line in open(sys.argv[1]):
         runs.setdefault((case, name, "wal"), []).append(float(wal))
 def cell(v):
     return "%6.0f [%.0f-%.0f]" % (statistics.median(v), min(v), max(v))
-cases = ("on 1", "off 1", "on 10", "off 10")
+cases = []
+for key in runs:
+    if len(key) == 2 and key[0] not in cases:
+        cases.append(key[0])
 print("%-26s %22s %22s %22s %12s %12s %12s" % (
     "synchronous_commit, rows", "before", "after", "bigserial", "after/before",
     "before/serial", "after/serial"))
@@ -154,7 +191,7 @@ for case in cases:
     b, a, s = (runs.get((case, n, "wal"), []) for n in ("before", "after", "bigserial"))
     if not (b and a and s):
         continue
-    rows = int(case.split()[1])
+    rows = 1 if case.startswith("copy") else int(case.split()[1])
     mb, ma, ms = (statistics.median(v) for v in (b, a, s))
     print("%-26s %16s %16s %16s %14.2f %14.2f" % (
         case.replace(" ", ", "), "%.0f (%.0f)" % (mb, mb / rows), "%.0f (%.0f)" % (ma, ma / rows),
@@ -163,9 +200,9 @@ print()
 print("Heap-only share of the stream tables' updates, all rounds:")
 for name in ("before", "after"):
     if name in hot:
-        upd, h = hot[name]
-        print("  %-8s %9d updates, %9d heap-only (%.1f %%)" % (
-            name, upd, h, 100.0 * h / upd if upd else 0))
+        upd, h, ins = hot[name]
+        print("  %-8s %9d rows, %9d updates, %9d heap-only (%.1f %%)" % (
+            name, ins, upd, h, 100.0 * h / upd if upd else 0))
 print()
 print("VACUUM (VERBOSE) after a fixed load, per 1,000 rows:")
 print("%-6s %-10s %8s %22s %20s %12s" % ("rows", "contender", "rows", "index pages processed",

@@ -22,7 +22,8 @@
 #   node_lsn DIR PORT      the WAL insert position of such a cluster
 #   write_run DIR PORT TABLE SC ROWS SECS
 #                          transactions/s of one pgbench run of
-#                          bench/pgbench/write_TABLE.sql (8 clients), a
+#                          bench/pgbench/write_TABLE.sql ($CLIENTS clients,
+#                          default 8), a
 #                          tab, and the WAL it wrote per transaction
 #
 # initdb refuses to run as root, so as root the cluster belongs to the
@@ -182,7 +183,7 @@ write_run() {
 	local dir=$1 port=$2 table=$3 sc=$4 rows=$5 secs=$6 start
 	start=$(node_lsn "$dir" "$port")
 	PGOPTIONS="-c synchronous_commit=$sc" $PGBIN/pgbench -n -M prepared -h "$dir" -p "$port" \
-		-U postgres -c 8 -j 2 -T "$secs" -D rows="$rows" -D hold=0 \
+		-U postgres -c "${CLIENTS:-8}" -j 2 -T "$secs" -D rows="$rows" -D hold=0 \
 		-f "$BENCH_DIR/pgbench/write_$table.sql" postgres >"$dir/pgbench.out" 2>&1
 	awk -v wal=$(($(node_lsn "$dir" "$port") - start)) \
 		'/^number of transactions actually processed:/ { n = $6 }
