@@ -7,7 +7,8 @@ OBJS         = src/startup.o src/settings.o src/shmem.o src/catalog.o src/counte
                src/retention.o src/consumer.o src/group.o src/resize.o src/wait.o \
                src/status.o src/compat.o src/replica.o \
                src/partition.o src/replication.o src/roles.o src/parking.o \
-               src/retention_policy.o src/stats.o src/metrics.o
+               src/retention_policy.o src/stats.o src/metrics.o \
+               src/inplace.o
 DATA         = $(wildcard sql/$(EXTENSION)--*.sql)
 PGFILEDESC   = "stream_seq - gap-safe stream tables"
 

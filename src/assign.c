@@ -86,6 +86,7 @@
 #include "catalog.h"
 #include "counter.h"
 #include "horizon.h"
+#include "inplace.h"
 #include "partition.h"
 #include "replication.h"
 
@@ -695,7 +696,11 @@ stream_seq_guard_trigger(PG_FUNCTION_ARGS)
 	xs = xact_stream_get(ref);
 	if (xs->inserted++ == 0)
 		check_publications(rel, target);
-	return PointerGetDatum(trigdata->tg_trigtuple);
+
+	/* room for the number, if it is to be written in place (inplace.c) */
+	return PointerGetDatum(stream_inplace_room(rel, trigdata->tg_trigtuple,
+											   target->seq_attnum,
+											   target->time_attnum));
 }
 
 /*
@@ -1189,7 +1194,8 @@ may_be_heap_only(XactWriter *w, TupleTableSlot *row)
 	bool		root_indexed = false;
 	int			i;
 
-	if (!stream_seq_heap_only || w->full_index_on_column ||
+	if (!(stream_seq_heap_only || stream_seq_in_place) ||
+		w->full_index_on_column ||
 		ActivePortal != NULL || open_executors != 0 ||
 		constraints_being_set != 0 || !ActiveSnapshotSet())
 		return false;
@@ -1347,6 +1353,7 @@ number_version(XactWriter *w, Relation rel, TupleTableSlot *row,
 	LockTupleMode lockmode;
 	UpdateIndexesResult update_indexes;
 	ItemPointerData root_tid = *tid;
+	bool		may_leave_root;
 	bool		try_heap_only;
 	TM_Result	result;
 
@@ -1370,7 +1377,8 @@ number_version(XactWriter *w, Relation rel, TupleTableSlot *row,
 		CommandCounterIncrement();
 
 	sync_writer_indexes(w, rel);
-	try_heap_only = as_inserted && may_be_heap_only(w, row);
+	may_leave_root = as_inserted && may_be_heap_only(w, row);
+	try_heap_only = may_leave_root && stream_seq_heap_only;
 
 	ExecClearTuple(w->newslot);
 	memcpy(w->newslot->tts_values, row->tts_values,
@@ -1385,6 +1393,29 @@ number_version(XactWriter *w, Relation rel, TupleTableSlot *row,
 		w->newslot->tts_isnull[w->time_attnum - 1] = false;
 	}
 	ExecStoreVirtualTuple(w->newslot);
+
+	/*
+	 * In place, when the row was inserted with room for the number: the
+	 * same conditions as for the heap-only write hold (may_be_heap_only),
+	 * and the indexes that cover the stream column take their one entry
+	 * at the row's own TID.  The values are copied first: those of
+	 * by-reference columns point into the page the write changes.  No
+	 * snapshot needs to move: the version it sees is the numbered one.
+	 */
+	if (may_leave_root && stream_seq_in_place)
+	{
+		ExecMaterializeSlot(w->newslot);
+		if (stream_inplace_write(rel, tid, w->seq_attnum, number,
+								 w->time_attnum, numbered_at))
+		{
+			w->newslot->tts_tid = *tid;
+			w->newslot->tts_tableOid = RelationGetRelid(rel);
+			insert_index_entries(w, rel, w->newslot, true, true, tid);
+			ResetPerTupleExprContext(w->estate);
+			ExecClearTuple(w->newslot);
+			return;
+		}
+	}
 
 	if (try_heap_only)
 		result = update_heap_only(w, rel, tid, &tmfd, &lockmode,

@@ -49,6 +49,7 @@
 #include "stream_seq.h"
 #include "stats.h"
 #include "replica.h"
+#include "inplace.h"
 #include "shmem.h"
 
 /*
@@ -75,6 +76,9 @@ stream_rmgr_redo(XLogReaderState *record)
 			break;
 		case XLOG_STREAM_ROUND_END:
 			stream_replay_round(false, (xl_stream_round *) data);
+			break;
+		case XLOG_STREAM_INPLACE:
+			stream_inplace_redo(record);
 			break;
 		default:
 			elog(PANIC, "stream_seq redo: unknown record type %u", info);
@@ -122,6 +126,9 @@ stream_rmgr_desc(StringInfo buf, XLogReaderState *record)
 								 rec->nlisted);
 				break;
 			}
+		case XLOG_STREAM_INPLACE:
+			stream_inplace_desc(buf, record);
+			break;
 	}
 }
 
@@ -142,6 +149,8 @@ stream_rmgr_identify(uint8 info)
 			return "LISTING";
 		case XLOG_STREAM_ROUND_END:
 			return "ROUND_END";
+		case XLOG_STREAM_INPLACE:
+			return "INPLACE";
 	}
 	return NULL;
 }
@@ -164,6 +173,7 @@ stream_replica_init(void)
 	BackgroundWorker worker;
 
 	RegisterCustomRmgr(stream_seq_rmgr_id, &stream_rmgr);
+	stream_inplace_wal_ready();
 
 	memset(&worker, 0, sizeof(worker));
 	worker.bgw_flags = BGWORKER_SHMEM_ACCESS;

@@ -25,6 +25,7 @@ int			stream_seq_head_interval = 1000;
 int			stream_seq_seal_grace = 3600;
 bool		stream_seq_notify = false;
 bool		stream_seq_heap_only = true;
+bool		stream_seq_in_place = false;
 int			stream_seq_round_interval = 5000;
 int			stream_seq_rmgr_id = RM_EXPERIMENTAL_ID;
 int			stream_seq_retention_interval = 60;
@@ -58,6 +59,15 @@ stream_define_settings(void)
 							 "Then only the indexes on the stream column take an entry. Off: every index does, as for any update.",
 							 &stream_seq_heap_only,
 							 true,
+							 PGC_USERSET, 0,
+							 NULL, NULL, NULL);
+	DefineCustomBoolVariable("stream_seq.in_place",
+							 "Writes the number of a stream row at commit into the version the row was inserted as.",
+							 "Rows inserted while it is on get room for their number; no second version is written. "
+							 "Needs the library preloaded and wal_level below logical; otherwise, and for rows without room, "
+							 "stream_seq.heap_only applies.",
+							 &stream_seq_in_place,
+							 false,
 							 PGC_USERSET, 0,
 							 NULL, NULL, NULL);
 	DefineCustomIntVariable("stream_seq.seal_grace",

@@ -59,6 +59,7 @@ extern int	stream_seq_head_interval;
 extern int	stream_seq_seal_grace;
 extern bool stream_seq_notify;
 extern bool stream_seq_heap_only;
+extern bool stream_seq_in_place;
 extern int	stream_seq_round_interval;
 extern int	stream_seq_rmgr_id;
 extern int	stream_seq_retention_interval;

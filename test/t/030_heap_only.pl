@@ -34,7 +34,14 @@ use StreamSeqTest;
 
 my $duration = 8;    # seconds of write load
 
-my $node = new_node('primary', "autovacuum = off\n", allows_streaming => 1);
+# 045_in_place.pl runs this file with $in_place set: the same load with
+# stream_seq.in_place on, so that most rows are numbered in place.
+our $in_place;
+$in_place //= 0;
+
+my $node = new_node('primary',
+	"autovacuum = off\n" . ($in_place ? "stream_seq.in_place = on\n" : ''),
+	allows_streaming => 1);
 $node->safe_psql('postgres', q{
 CREATE EXTENSION stream_seq;
 CREATE EXTENSION amcheck;
@@ -138,8 +145,21 @@ SELECT count(*) FILTER (WHERE (t_infomask2 & 32768) <> 0), count(*)
   FROM generate_series(0, pg_relation_size('events') / 8192 - 1) b,
        heap_page_items(get_raw_page('events', b::int))
  WHERE lp_flags = 1});
-ok($heap_only > 0, 'some numbered versions of events are heap-only');
-diag "events: $heap_only heap-only of $versions row versions in use";
+if ($in_place)
+{
+	# Every committed row written with an update counts in n_tup_upd at
+	# least once; rows numbered in place do not.
+	my ($rows, $updates) = row($node, q{
+SELECT (SELECT count(*) FROM events), n_tup_upd
+  FROM pg_stat_user_tables WHERE relname = 'events'});
+	cmp_ok($updates, '<', $rows, 'some rows of events are numbered in place');
+	diag "events: $rows rows, $updates updates, $heap_only heap-only versions of $versions";
+}
+else
+{
+	ok($heap_only > 0, 'some numbered versions of events are heap-only');
+	diag "events: $heap_only heap-only of $versions row versions in use";
+}
 
 # Each index answers as a sequential scan does.
 my @queries = (
