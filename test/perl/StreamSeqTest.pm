@@ -322,7 +322,7 @@ my $starter_pid = $$;
 # its log in the test's log directory ("name"_pgbouncer.log, "name"
 # defaulting to the node's).  "path": the
 # pgbouncer program (default /usr/sbin/pgbouncer, where Debian installs
-# it).  Returns a hash: port, dir (its socket directory), log, version, and
+# it).  "settings": more lines of its [pgbouncer] section (a list).  Returns a hash: port, dir (its socket directory), log, version, and
 # connstr, the connection string of its clients (over TCP, as
 # applications connect).
 sub start_pgbouncer
@@ -356,7 +356,7 @@ sub start_pgbouncer
 		"default_pool_size = $pool",
 		'max_client_conn = 200',
 		'ignore_startup_parameters = extra_float_digits,options',
-		"logfile = $log", '');
+		"logfile = $log", @{ $opt{settings} // [] }, '');
 	close $fh;
 
 	my ($out, $err) = ('', '');

@@ -1,0 +1,311 @@
+"""Unit-level checks of stream_seq_worker against a live server, sync and
+asyncio (test/t/043_python_library.pl runs them, through pgbouncer in
+transaction mode, as an ordinary role).
+
+    STREAM_SEQ_TEST_DSN=...  [STREAM_SEQ_TEST_DIRECT_DSN=...] python3 -m unittest -v tests/test_worker.py
+
+STREAM_SEQ_TEST_DSN: where the workers connect (the pooler);
+STREAM_SEQ_TEST_DIRECT_DSN: a direct connection, for last_numbers() and
+for watching pg_stat_activity (default: the same).  Each test works on a
+stream table of its own, which the role creates."""
+
+import asyncio
+import dataclasses
+import decimal
+import itertools
+import os
+import threading
+import time
+import unittest
+
+import psycopg
+
+from stream_seq_worker import (AsyncConsumerWorker, AsyncGroupWorker,
+                               ConsumerWorker, GroupWorker, Hooks,
+                               last_numbers, wait_visible)
+
+DSN = os.environ["STREAM_SEQ_TEST_DSN"]
+DIRECT = os.environ.get("STREAM_SEQ_TEST_DIRECT_DSN", DSN)
+_names = itertools.count(1)
+_made = []                      # tables of the running test, dropped after it
+
+
+def sql(query, params=None, dsn=DIRECT):
+    """Runs one statement in autocommit on a connection of its own; its rows."""
+    with psycopg.connect(dsn, autocommit=True) as c:
+        cur = c.execute(query, params)
+        return cur.fetchall() if cur.description else None
+
+
+def stream(rows, group_slots=None, extra=""):
+    """A new stream table t_N (id, k int, amount numeric, at timestamptz,
+    doc jsonb, big bigint) with "rows" rows (k = i % 5, k -1 for poison
+    rows i in rows' "poison" list), a consumer "c" (a group of
+    group_slots slots keyed by k, or a plain one), and its applied table
+    t_N_applied (seq primary key, k CHECK k >= 0).  Returns the name."""
+    name = f"t_{os.getpid()}_{next(_names)}"
+    _made.append(name)
+    n, poison = rows if isinstance(rows, tuple) else (rows, ())
+    sql(f"""
+CREATE TABLE {name} (id bigserial PRIMARY KEY, k int, amount numeric,
+                     at timestamptz DEFAULT now(), doc jsonb, big bigint {extra});
+SELECT stream_seq.enable('{name}');
+CREATE TABLE {name}_applied (seq bigint PRIMARY KEY, k int CHECK (k >= 0),
+                             ord bigserial, worker text);
+""")
+    if group_slots:
+        sql(f"SELECT stream_seq.create_group('{name}', 'c', 'k', {group_slots})")
+    else:
+        sql(f"SELECT stream_seq.create_consumer('{name}', 'c')")
+    insert(name, range(1, n + 1), poison)
+    return name
+
+
+def insert(name, ids, poison=()):
+    sql(f"INSERT INTO {name} (k, amount, doc, big) "
+        f"SELECT CASE WHEN i = ANY(%s) THEN -1 ELSE i %% 5 END, 1.25, "
+        f"'{{\"n\": 1}}', 9007199254740993 FROM unnest(%s::int[]) i",
+        (list(poison), list(ids)))
+
+
+def applier(name, worker="w"):
+    """A row handler that records the row in the applied table."""
+    def handle(cur, row):
+        cur.execute(f"INSERT INTO {name}_applied (seq, k, worker) VALUES (%s, %s, %s)",
+                    (row["seq"], row["k"], worker))
+    return handle
+
+
+def oracle(test, name, poison=0, retried=()):
+    """Every row applied once or parked, never both; per-key order (but for
+    the rows "retried": a retry runs after later rows of its key)."""
+    bad, parked, applied, total, back = sql(f"""
+SELECT (SELECT count(*) FROM {name} e
+         WHERE (SELECT count(*) FROM {name}_applied a WHERE a.seq = e.seq)
+             + (SELECT count(*) FROM stream_seq.parked_rows p
+                 WHERE p.stream = '{name}'::regclass AND p.seq = e.seq) <> 1),
+       (SELECT count(*) FROM stream_seq.parked_rows WHERE stream = '{name}'::regclass),
+       (SELECT count(*) FROM {name}_applied), (SELECT count(*) FROM {name}),
+       (SELECT count(*) FROM (SELECT seq < lag(seq) OVER (PARTITION BY k ORDER BY ord) b
+                                FROM {name}_applied WHERE seq <> ALL(%s)) o WHERE b)""",
+                                  (list(retried),))[0]
+    test.assertEqual(bad, 0, "every row applied once or parked")
+    test.assertEqual(parked, poison, "the poison rows were parked")
+    test.assertEqual(applied, total - poison)
+    test.assertEqual(back, 0, "per-key order")
+
+
+def held(name):
+    return sql("SELECT count(*) FROM stream_seq.consumer_slots "
+               "WHERE stream = %s::regclass AND worker IS NOT NULL", (name,))[0][0]
+
+
+class Case(unittest.TestCase):
+
+    def tearDown(self):
+        # a stream takes one of the server's stream_seq.max_streams
+        while _made:
+            name = _made.pop()
+            sql(f"DROP TABLE IF EXISTS {name}, {name}_applied")
+
+
+class Sync(Case):
+
+    def test_typed_rows_as_dicts(self):
+        name = stream(3, group_slots=2)
+        got = []
+        GroupWorker(DSN, name, "c", "w", handle_row=lambda cur, r: got.append(r)).run(until_idle=True)
+        self.assertEqual(sorted(r["seq"] for r in got), [1, 2, 3])
+        r = got[0]
+        self.assertEqual(set(r), {"id", "k", "amount", "at", "doc", "big", "seq"})
+        self.assertIs(type(r["seq"]), int)
+        self.assertEqual(r["big"], 9007199254740993)        # exact, above 2^53
+        self.assertEqual(r["amount"], decimal.Decimal("1.25"))
+        self.assertEqual(r["doc"], {"n": 1})
+        self.assertEqual(held(name), 0, "released when run() returns")
+
+    def test_dataclass_rows(self):
+        @dataclasses.dataclass
+        class Ev:
+            seq: int
+            k: int
+            big: int = 0
+        name = stream(4)
+        got = []
+        ConsumerWorker(DSN, name, "c", row_type=Ev,
+                       handle_row=lambda cur, r: got.append(r)).run(until_idle=True)
+        self.assertEqual([r.seq for r in got], [1, 2, 3, 4])
+        self.assertEqual(got[1], Ev(seq=2, k=2, big=9007199254740993))
+        self.assertEqual(sql("SELECT stream_seq.position(%s, 'c')", (name,))[0][0], 4)
+
+    def test_page_handler_parks_poison(self):
+        name = stream((250, (7, 8, 130)), group_slots=3)
+        pages = []
+
+        def handle_page(cur, rows):
+            pages.append(len(rows))
+            cur.executemany(f"INSERT INTO {name}_applied (seq, k) VALUES (%s, %s)",
+                            [(r["seq"], r["k"]) for r in rows])
+        w = GroupWorker(DSN, name, "c", "w", handle_page=handle_page, page_size=50)
+        w.run(until_idle=True)
+        oracle(self, name, poison=3)
+        self.assertGreater(max(pages), 1, "whole pages first")
+        self.assertIn(1, pages, "then row by row after a failure")
+        self.assertEqual(w.stats["parked"], 3)
+        reasons = sql("SELECT reason FROM stream_seq.parked_rows WHERE stream = %s::regclass", (name,))
+        self.assertTrue(all(r[0].startswith("23514: ") for r in reasons), reasons)
+
+    def test_retry_policy_and_due(self):
+        # a flaky row fails with its page, alone, and at its first retry,
+        # and succeeds at the second retry (due() hands it back); a poison
+        # row becomes a dead letter after the policy's 3 attempts
+        name = stream((20, (11,)), group_slots=2)
+        sql("SELECT stream_seq.set_retry_policy(%s, 'c', 3, '0 s', 1, '0 s')", (name,))
+        tries = {}
+        apply = applier(name)
+
+        def handle(cur, row):
+            tries[row["seq"]] = tries.get(row["seq"], 0) + 1
+            if row["seq"] == 5 and tries[5] < 4:
+                raise RuntimeError("flaky")
+            apply(cur, row)
+        w = GroupWorker(DSN, name, "c", "w", handle_row=handle, due_every=0)
+        w.run(until_idle=True)
+        self.assertEqual(sql(f"SELECT count(*) FROM {name}_applied WHERE seq = 5")[0][0], 1)
+        self.assertEqual(sql("SELECT seq, attempts, dead FROM stream_seq.parked_rows "
+                             "WHERE stream = %s::regclass", (name,)), [(11, 3, True)])
+        self.assertGreaterEqual(w.stats["due"], 3, "row 5 again, row 11 twice")
+        oracle(self, name, poison=1, retried=[5])
+
+    def test_reconnect_after_lost_connection(self):
+        # the handler's first call kills its own server connection: the
+        # page is read again on a new one and applied once
+        name = stream(30, group_slots=2)
+        apply = applier(name)
+        killed = []
+
+        def handle(cur, row):
+            if not killed:
+                killed.append(row["seq"])
+                cur.execute("SELECT pg_terminate_backend(pg_backend_pid())")
+            apply(cur, row)
+        w = GroupWorker(DSN, name, "c", "w", handle_row=handle)
+        w.run(until_idle=True)
+        self.assertEqual(w.stats["reconnects"], 1)
+        oracle(self, name)
+
+    def test_lost_lease_is_claimed_again(self):
+        # reset() during a page fences it (SS001): it rolls back, the
+        # worker claims again and reads from the reset position
+        name = stream(10, group_slots=1)
+        apply = applier(name)
+        state = {"reset": False}
+
+        class H(Hooks):
+            def claimed(self, worker, slots):
+                if not state["reset"] and worker.stats["claims"] == 1:
+                    state["reset"] = True
+                    sql("SELECT stream_seq.reset(%s, 'c', 0)", (name,))
+        w = GroupWorker(DSN, name, "c", "w", handle_row=apply, hooks=H())
+        w.run(until_idle=True)
+        self.assertGreaterEqual(w.stats["retries"], 1)
+        self.assertGreaterEqual(w.stats["claims"], 2)
+        oracle(self, name)
+
+    def test_stop_cancels_wait_and_releases(self):
+        name = stream(5, group_slots=4)
+        waiting = threading.Event()
+
+        class H(Hooks):
+            def claimed(self, worker, slots):
+                pass
+        w = GroupWorker(DSN, name, "c", "w", handle_row=applier(name),
+                        lease=60, wait_timeout=20)
+        t = threading.Thread(target=w.run)
+        t.start()
+        # the worker caught up and sleeps in wait()
+        deadline = time.time() + 30
+        while time.time() < deadline:
+            if sql(f"SELECT count(*) FROM {name}_applied")[0][0] == 5 and sql(
+                    "SELECT count(*) FROM pg_stat_activity WHERE state = 'active' "
+                    "AND query LIKE 'SELECT stream_seq.wait(%%'")[0][0] > 0:
+                waiting.set()
+                break
+            time.sleep(0.02)
+        self.assertTrue(waiting.is_set(), "the worker waits")
+        self.assertEqual(held(name), 4)
+        t0 = time.time()
+        w.stop()
+        t.join(15)
+        self.assertFalse(t.is_alive())
+        self.assertLess(time.time() - t0, 10, "the wait was cancelled, not waited out")
+        self.assertEqual(held(name), 0)
+
+    def test_producer_helpers(self):
+        name = stream(0)
+        with psycopg.connect(DIRECT, autocommit=True) as c:
+            self.assertIsNone(last_numbers(c, name))
+            c.execute(f"INSERT INTO {name} (k) VALUES (1), (2)")
+            first, last = last_numbers(c, name)
+            self.assertEqual((first, last), (1, 2))
+            self.assertTrue(wait_visible(c, name, last, timeout=5))
+
+
+class Async(Case):
+
+    def test_async_group_with_poison(self):
+        name = stream((120, (3, 60)), group_slots=3)
+
+        async def handle(cur, row):
+            await cur.execute(f"INSERT INTO {name}_applied (seq, k) VALUES (%s, %s)",
+                              (row["seq"], row["k"]))
+
+        async def main():
+            ws = [AsyncGroupWorker(DSN, name, "c", f"a{i}", handle_row=handle, page_size=20)
+                  for i in range(2)]
+            await asyncio.gather(*(w.run(until_idle=True) for w in ws))
+            # one may have stopped while the other still held slots
+            await ws[0].run(until_idle=True)
+            return ws
+        ws = asyncio.run(main())
+        oracle(self, name, poison=2)
+        self.assertEqual(sum(w.stats["parked"] for w in ws), 2)
+        self.assertEqual(held(name), 0)
+
+    def test_async_plain_consumer_page_handler_and_stop(self):
+        name = stream(40)
+
+        async def handle_page(cur, rows):
+            for r in rows:
+                await cur.execute(f"INSERT INTO {name}_applied (seq, k) VALUES (%s, %s)",
+                                  (r["seq"], r["k"]))
+
+        class H(Hooks):
+            def waited(self, worker, after, seconds):
+                worker.stop()
+
+        async def main():
+            w = AsyncConsumerWorker(DSN, name, "c", handle_page=handle_page,
+                                    hooks=H(), wait_timeout=0.1, page_size=15)
+            await w.run()
+            return w
+        w = asyncio.run(main())
+        self.assertEqual(w.stats["pages"], 3)
+        self.assertEqual(sql("SELECT stream_seq.position(%s, 'c')", (name,))[0][0], 40)
+        oracle(self, name)
+
+    def test_bad_arguments(self):
+        with self.assertRaises(TypeError):
+            GroupWorker(DSN, "x", "c", "w")
+        with self.assertRaises(TypeError):
+            GroupWorker(DSN, "x", "c", handle_row=print)
+        with self.assertRaises(TypeError):
+            ConsumerWorker(DSN, "x", "c", handle_row=print, row_type=list)
+        with self.assertRaises(ValueError):
+            ConsumerWorker(DSN, "x", "c", handle_row=print, lease=0)
+        with self.assertRaises(psycopg.errors.UndefinedTable):
+            ConsumerWorker(DSN, "no_such_table", "c", handle_row=print).run()
+
+
+if __name__ == "__main__":
+    unittest.main()
