@@ -80,15 +80,19 @@
 #     15, on 18 and on 18 without data checksums, in one run, with WAL per
 #     transaction; BENCH_VERSIONS_ROUNDS rounds of BENCH_SECONDS.  Builds
 #     18 by test/build-pg.sh first if it is not cached (about 6 minutes)
+#  13 the worker libraries (bench/worker_libraries.sh, its own cluster):
+#     rows/s of 1 and 4 workers of clients/python and clients/node against
+#     the hand-written loop of doc/examples/group_worker.py draining 20,000
+#     rows, and their wake-up latency (median, p95) over 200 events
 # Prints the tables, writes them to bench/results.md, draws
 # bench/throughput.png (gnuplot) and keeps the raw numbers in bench/out/.
 #
 # As root it installs the Debian packages it needs (postgresql-15,
 # postgresql-server-dev-15, make, gcc, python3-psycopg2, gnuplot-nox,
 # postgresql-15-pgq3); otherwise it prints the apt-get command.
-# Environment (defaults in parentheses; the defaults take about 58 minutes,
+# Environment (defaults in parentheses; the defaults take about 60 minutes,
 # figure 1 nineteen, figure 8 ten, figure 9 two, figure 10 six,
-# figure 11 eight, figure 12 twelve):
+# figure 11 eight, figure 12 twelve, figure 13 two):
 #   BENCH_SECONDS (5)          length of a figure 1 run; figure 4's runs
 #                              last twice as long
 #   BENCH_REPS (3)             rounds of figure 1, runs of figure 4
@@ -96,7 +100,7 @@
 #                              1-client rows (about 7 more minutes)
 #   BENCH_CONTENDERS ("serial xid8 lock pgq stream serial_pk stream_pk")
 #                              contenders of figures 1-3 and 7
-#   BENCH_FIGURES ("1 2 3 4 6 7 8 9 10 11 12"; 5 comes with 2 and 3)
+#   BENCH_FIGURES ("1 2 3 4 6 7 8 9 10 11 12 13"; 5 comes with 2 and 3)
 #   BENCH_LAG_SECONDS (8)      figure 2 run length
 #   BENCH_STALL_SECONDS (10)   figure 3: how long the transaction stays open
 #   BENCH_COST_ROWS (50000)    figure 7: rows written per measurement
@@ -130,7 +134,7 @@ SECS=${BENCH_SECONDS:-5}
 REPS=${BENCH_REPS:-3}
 CLIENTS=${BENCH_CLIENTS:-"8 32"}
 CONTENDERS=${BENCH_CONTENDERS:-"serial xid8 lock pgq stream serial_pk stream_pk"}
-FIGURES=${BENCH_FIGURES:-"1 2 3 4 6 7 8 9 10 11 12"}
+FIGURES=${BENCH_FIGURES:-"1 2 3 4 6 7 8 9 10 11 12 13"}
 VERSIONS_ROUNDS=${BENCH_VERSIONS_ROUNDS:-5}
 REPLICA_SECS=${BENCH_REPLICA_SECONDS:-15}
 REPLICA_BASE=${BENCH_REPLICA_BASE:-b43a230}
@@ -649,7 +653,29 @@ if has_figure 12; then
 	log "figure 12: PostgreSQL 15 and 18 done"
 fi
 
+#
+# Figure 13: the worker libraries, by bench/worker_libraries.sh on a
+# cluster of its own
+#
+WORKERS_MD=$OUT/workers.md
+: >"$WORKERS_MD"
+if has_figure 13; then
+	{
+		echo
+		echo "## Figure 13: the worker libraries"
+		echo
+		echo "bench/worker_libraries.sh 20000 200:"
+		echo
+		echo '```'
+		PGBIN="$PGBIN" STREAM_SEQ_SKIP_BUILD=1 "$BENCH_DIR/worker_libraries.sh" 20000 200 \
+			>"$OUT/worker_libraries.log" 2>&1 || echo "(worker_libraries.sh failed: see bench/out/worker_libraries.log)"
+		sed -n '/^kind/,$p' "$OUT/worker_libraries.log"
+		echo '```'
+	} >"$WORKERS_MD"
+	log "figure 13: the worker libraries done"
+fi
+
 "$PY" "$BENCH_DIR/report.py" "$OUT" "$BENCH_DIR/results.md" "$BENCH_DIR/throughput.png"
-cat "$REPLICA_MD" "$PARTITION_MD" "$VERSIONS_MD" >>"$BENCH_DIR/results.md"
-cat "$REPLICA_MD" "$PARTITION_MD" "$VERSIONS_MD"
+cat "$REPLICA_MD" "$PARTITION_MD" "$VERSIONS_MD" "$WORKERS_MD" >>"$BENCH_DIR/results.md"
+cat "$REPLICA_MD" "$PARTITION_MD" "$VERSIONS_MD" "$WORKERS_MD"
 log "done"
