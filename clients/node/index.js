@@ -330,6 +330,7 @@ class BaseWorker {
           await this._q('SELECT stream_seq.park($1, $2, $3, $4)',
             [this.stream, this.consumer, num(seq), 'row removed by retention'])
           this.stats.parked++
+          this._hook('park', { seq, error: new Error('row removed by retention'), attempts: meta.attempts + 1 })
           continue
         }
         rows.push({ seq, row: x, attempts: meta.attempts, reason: meta.reason })

@@ -9,6 +9,8 @@
 #    slots, prints "stopped" and exits 0.
 #  - lastNumbers() gives the numbers of the session's last commit, as
 #    BigInt.
+#  - A parked row deleted before its retry: due() hands it back without
+#    a row; it is parked again with a reason, not handed to the handler.
 #  - Three group workers (lease 3 s) and one plain-consumer worker run
 #    against writers (savepoints, more than 64 subtransactions in some
 #    transactions, poison rows the handler refuses, rows the table's CHECK
@@ -344,6 +346,44 @@ foreach my $c ('g', 'plain')
 }
 cmp_ok(val($node, q{SELECT count(*) FROM ev WHERE payload->>'kind' = 'flaky'}), '>', 0,
 	'some rows are flaky');
+# --- a parked row that is gone when due() hands it back (deleted; with
+# respect_consumers off, retention may remove it too): parked again with
+# the reason, never handed to the handler, and the next row still read
+$node->safe_psql('postgres', q{
+SET ROLE app;
+CREATE TABLE gone_ev (id bigserial PRIMARY KEY, payload jsonb);
+SELECT stream_seq.enable('gone_ev');
+SELECT stream_seq.create_consumer('gone_ev', 'p');
+SELECT stream_seq.set_retry_policy('gone_ev', 'p', max_attempts => 3, delay => '0 s', backoff => 1);
+INSERT INTO gone_ev (payload) VALUES ('{"n": 1}'), ('{"n": 2}');
+});
+$node->safe_psql('postgres', q{
+SET ROLE app;
+SELECT stream_seq.park('gone_ev', 'p', min(seq), 'refused') FROM gone_ev;
+DELETE FROM gone_ev WHERE payload->>'n' = '1';
+});
+my $gone_js = $node->basedir . '/gone.js';
+append_to_file($gone_js, q{
+const { Worker } = require('stream-seq-worker')
+const stop = new AbortController()
+const handled = []
+new Worker({
+  connection: process.argv[2], stream: 'gone_ev', consumer: 'p',
+  handleRow ({ seq, row }) { handled.push(`${seq}:${row.payload.n}`) },
+  hooks: { park: ({ seq, error, attempts }) => { console.log('park', `${seq}`, attempts, error.message); stop.abort() } }
+}).run({ signal: stop.signal }).then(() => console.log('handled', handled.join(',')))
+});
+my ($gone_out, $gone_err) = ('', '');
+IPC::Run::run([ 'node', $gone_js, $url ], '<', \undef, '>', \$gone_out, '2>', \$gone_err,
+	IPC::Run::timeout($PostgreSQL::Test::Utils::timeout_default));
+my $seq2 = val($node, q{SELECT seq FROM gone_ev});
+my $seq1 = val($node, q{SELECT seq FROM stream_seq.parked_rows WHERE consumer = 'p'});
+is($gone_out, "park $seq1 2 row removed by retention\nhandled $seq2:2\n",
+	'a parked row gone by its retry is parked again, not handed over; the next row is')
+  or diag $gone_err;
+is(val($node, q{SELECT attempts || '/' || reason FROM stream_seq.parked_rows WHERE consumer = 'p'}),
+	'2/row removed by retention', 'the gone row is parked with its reason, one more attempt');
+
 stop_pgbouncer($bouncer);
 $node->stop;
 note sprintf('seconds: npm install %.1f; total %.1f', $npm_seconds, time() - $t_start);

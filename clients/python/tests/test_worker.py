@@ -177,6 +177,24 @@ class Sync(Case):
         self.assertGreaterEqual(w.stats["due"], 3, "row 5 again, row 11 twice")
         oracle(self, name, poison=1, retried=[5])
 
+    def test_due_row_gone(self):
+        # a parked row deleted before its retry (retention with
+        # respect_consumers off can remove it too) is never handed to the
+        # handler: each due() parks it again with the reason, until it is a
+        # dead letter; the rows after it are applied
+        name = stream(3)
+        sql("SELECT stream_seq.set_retry_policy(%s, 'c', 3, '0 s', 1, '0 s')", (name,))
+        sql("SELECT stream_seq.park(%s, 'c', 2, 'refused')", (name,))
+        sql(f"DELETE FROM {name} WHERE seq = 2")
+        got = []
+        w = ConsumerWorker(DSN, name, "c", handle_row=lambda cur, r: got.append(r["seq"]),
+                           due_every=0)
+        w.run(until_idle=True)
+        self.assertEqual(sorted(got), [1, 3])
+        self.assertEqual(sql("SELECT seq, attempts, dead, reason FROM stream_seq.parked_rows "
+                             "WHERE stream = %s::regclass", (name,)),
+                         [(2, 3, True, "row removed by retention")])
+
     def test_reconnect_after_lost_connection(self):
         # the handler's first call kills its own server connection: the
         # page is read again on a new one and applied once
