@@ -55,6 +55,7 @@ my $direct = $node->connstr('postgres') . ' user=app';
 		'<', \undef, '>', \$out, '2>', \$err, init => sub { chdir $lib });
 	ok($ok, 'the unit-level checks pass (sync and asyncio)') or diag "$out$err";
 	like($err, qr/^Ran (\d+) tests/m, 'they ran');
+	note $err;    # each check by name, in the log
 }
 
 # the README's quick start, from its text
