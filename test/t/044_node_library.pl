@@ -293,6 +293,7 @@ foreach my $c ('g', 'plain')
 wait_for(q{SELECT slots || '/' || (resize_to IS NULL) FROM stream_seq.consumers
             WHERE consumer = 'g'}, '6/true', 'the resize switched to 6 slots');
 
+my $reconnected = 0;
 foreach my $name (sort keys %workers)
 {
 	my $out = stop_worker($workers{$name}, $name);
@@ -302,10 +303,17 @@ foreach my $name (sort keys %workers)
 		like($out, qr/^release$/m, "$name released its slots");
 	}
 	like($out, qr/^stopped \{/m, "$name finished its page and stopped");
+	# A worker started just before the crash may first connect after it,
+	# and one between transactions keeps its pgbouncer connection: what is
+	# certain is that each lost connection is followed by a new one.
 	my $connects = () = $out =~ /^connect$/mg;
-	cmp_ok($connects, '>=', 2, "$name reconnected after the crash");
+	$reconnected++ if $connects >= 2;
+	my $last_lost = rindex("\n$out", "\nerror connection");
+	ok($last_lost < 0 || substr("\n$out", $last_lost) =~ /^connect$/m,
+		"$name connected again after each lost connection");
 	unlike($out, qr/^failed/m, "$name never failed");
 }
+cmp_ok($reconnected, '>=', 1, 'workers reconnected after the crash');
 is(val($node, q{SELECT count(*) FROM stream_seq.consumer_slots WHERE worker IS NOT NULL}),
 	'0', 'no slot is held once the workers stopped');
 # each worker stopped out of wait(), by a cancel request through
