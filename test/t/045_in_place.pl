@@ -14,7 +14,10 @@
 # - a transaction that fails after its rows were numbered in place, and a
 #   crash while one waits there, leave nothing visible and sound heaps and
 #   indexes; a crash after commits replays the writes (with and without a
-#   full-page image in the record);
+#   full-page image in the record); PREPARE TRANSACTION is refused after
+#   the writes and leaves nothing;
+# - VACUUM FULL, CLUSTER, pg_dump and pg_restore (serial and -j 2) keep
+#   every number and time;
 # - with wal_level = logical no row gets room (logical decoding does not
 #   decode the record): the number reaches decoding as an update;
 # - then 030_heap_only.pl's load (savepoints, aborts, IMMEDIATE, own
@@ -168,6 +171,63 @@ is(amcheck_problems($node), '', 'amcheck after replay');
 $node->safe_psql('postgres', q{INSERT INTO ev (k, payload) VALUES (999, 'after')});
 is(val($node, q{SELECT (SELECT seq FROM ev WHERE k = 999) > (SELECT max(seq) FROM ev WHERE k <> 999)}),
 	't', 'after a crash: a new row is numbered above every other');
+
+# PREPARE TRANSACTION: refused after the rows were numbered in place
+# (the deferred triggers fire before the pre-prepare check), and the
+# transaction's rows stay invisible.
+$r = psql_result($node, q{
+SET ROLE app;
+BEGIN;
+INSERT INTO ev (k, payload) SELECT -4, 'prepared' FROM generate_series(1, 3);
+SELECT pg_current_xact_id();
+PREPARE TRANSACTION 'in_place_2pc';
+});
+is($r->{sqlstate}, '0A000', 'PREPARE TRANSACTION after in-place writes is refused');
+my ($prepared_xid) = $r->{out} =~ /(\d+)/;
+is( val($node, qq{
+SELECT count(*) FILTER (WHERE (tuple_data_split('ev'::regclass, t_data, t_infomask,
+                                                t_infomask2, t_bits))[3] IS NOT NULL)
+  FROM heap_page_items(get_raw_page('ev', 0)) WHERE t_xmin = '$prepared_xid'}),
+	'3', 'the refused transaction had numbered its rows in place');
+is( val($node, q{
+SELECT (SELECT count(*) FROM ev WHERE k = -4) || ',' || (SELECT count(*) FROM pg_prepared_xacts)}),
+	'0,0', 'nothing of it is visible, nothing is left prepared');
+is(amcheck_problems($node), '', 'amcheck after the refused PREPARE');
+
+# What a DBA runs on the table: VACUUM FULL and CLUSTER rewrite the rows
+# numbered in place, pg_dump and pg_restore (serial and -j 2) copy them;
+# every row keeps its number and time, and numbering goes on above them.
+my $state = q{SELECT md5(string_agg(id || ':' || k || ':' || seq || ':' || at, ',' ORDER BY id)) FROM ev};
+$before = val($node, $state);
+$node->safe_psql('postgres', q{SET ROLE app; VACUUM FULL ev;});
+is(val($node, $state), $before, 'VACUUM FULL: every row with its number and time');
+is(amcheck_problems($node), '', 'amcheck after VACUUM FULL');
+$node->safe_psql('postgres', q{SET ROLE app; CLUSTER ev USING ev_pkey;});
+is(val($node, $state), $before, 'CLUSTER: every row with its number and time');
+is(amcheck_problems($node), '', 'amcheck after CLUSTER');
+my $dump = $node->basedir . '/in_place.dump';
+$node->command_ok([ 'pg_dump', '-Fc', '-f', $dump, '-d', 'postgres' ],
+	'pg_dump -Fc of the database');
+foreach my $restore ([ 'serial', () ], [ '-j 2', '-j', '2' ])
+{
+	my ($label, @opts) = @$restore;
+	my $db = 'restored_' . ($label eq 'serial' ? 'serial' : 'parallel');
+	$node->safe_psql('postgres', "CREATE DATABASE $db");
+	$node->command_ok(
+		[ 'pg_restore', '--exit-on-error', @opts, '-d', $db, $dump ],
+		"pg_restore $label");
+	is($node->safe_psql($db, $state), $before,
+		"pg_restore $label: every row with its number and time");
+	$node->safe_psql($db, q{SET ROLE app;
+INSERT INTO ev (k, payload) VALUES (998, 'after the restore')});
+	is( $node->safe_psql($db, q{
+SELECT (SELECT seq FROM ev WHERE k = 998) > (SELECT max(seq) FROM ev WHERE k <> 998)
+       AND (SELECT count(*) FROM ev e,
+                   heap_page_items(get_raw_page('ev', (ctid::text::point)[0]::int)) p
+             WHERE e.k = 998 AND p.t_xmin = e.xmin) = 1}),
+		't', "pg_restore $label: a new row is numbered in place (one version) above every other");
+	is(amcheck_problems($node, $db), '', "pg_restore $label: amcheck");
+}
 
 # A full index on the stream column: ordinary updates, as before.
 $node->safe_psql('postgres', q{
