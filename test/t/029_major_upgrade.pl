@@ -6,7 +6,8 @@
 # the operations tests (StreamSeqTest::build_ops_scenario: an ordinary
 # role's plain and partitioned streams, sealed partitions, consumers and
 # their positions, a group with a leased slot and a parked row) and rows
-# written in transactions with savepoints rolled back.  After pg_upgrade (--check, then the
+# written in transactions with savepoints rolled back, and rows numbered
+# in place (stream_seq.in_place).  After pg_upgrade (--check, then the
 # copy) the new cluster has every row, number, consumer, position, slot,
 # parked row, seal and trigger as before, the same extension version, and
 # numbers every new row above every old one.
@@ -61,6 +62,34 @@ BEGIN
     END LOOP;
 END $$;
 });
+# rows numbered in place (stream_seq.in_place): one row version each,
+# which pg_upgrade carries over as it is
+$old->safe_psql('postgres', q{
+CREATE EXTENSION pageinspect;
+SET ROLE app;
+CREATE TABLE inplace_ev (id bigserial PRIMARY KEY, k int, seq bigint, at timestamptz);
+SELECT stream_seq.enable('inplace_ev', 'seq', 'at');
+SET stream_seq.in_place = on;
+INSERT INTO inplace_ev (k) SELECT g FROM generate_series(1, 20) g;
+BEGIN;
+INSERT INTO inplace_ev (k) SELECT g FROM generate_series(21, 30) g;
+SAVEPOINT s;
+INSERT INTO inplace_ev (k) VALUES (-1);
+ROLLBACK TO SAVEPOINT s;
+INSERT INTO inplace_ev (k) VALUES (31);
+COMMIT;
+});
+my $inplace_state = q{
+SELECT count(*) || ' ' || count(seq) || ' ' || count(at) || ' '
+       || md5(string_agg(id || ':' || k || ':' || seq || ':' || at, ',' ORDER BY id))
+  FROM inplace_ev};
+my $inplace_before = val($old, $inplace_state);
+like($inplace_before, qr/^31 31 31 /, 'old cluster: the rows written in place are numbered');
+is( val($old, q{
+SELECT count(*) FROM heap_page_items(get_raw_page('inplace_ev', 0))
+ WHERE t_xmin IN (SELECT xmin FROM inplace_ev)}),
+	'31', 'old cluster: one row version each, numbered in place');
+$old->safe_psql('postgres', 'DROP EXTENSION pageinspect');
 check_unique($old, 'events', 'old cluster');
 check_unique($old, 'pevents', 'old cluster');
 is(amcheck_problems($old), '', 'old cluster: amcheck finds indexes and heaps sound');
@@ -150,6 +179,16 @@ is(val($new, qq{SELECT count(*) FROM events
 is(val($new, qq{SELECT count(*) FROM pevents
                 WHERE payload = 'after upgrade' AND seq > $last_pevents}),
 	'1', 'after the upgrade: new pevents rows numbered above every old one');
+is(val($new, $inplace_state), $inplace_before,
+	'after the upgrade: the rows numbered in place, with their numbers and times');
+$new->safe_psql('postgres', q{
+SET ROLE app;
+SET stream_seq.in_place = on;
+INSERT INTO inplace_ev (k) VALUES (32);
+});
+is( val($new, q{
+SELECT (SELECT seq FROM inplace_ev WHERE k = 32) > (SELECT max(seq) FROM inplace_ev WHERE k <> 32)}),
+	't', 'after the upgrade: a row written in place is numbered above every old one');
 check_unique($new, 'events', 'after the upgrade');
 check_unique($new, 'pevents', 'after the upgrade');
 is(amcheck_problems($new), '', 'after the upgrade: amcheck finds indexes and heaps sound');
