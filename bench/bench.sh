@@ -84,6 +84,10 @@
 #     rows/s of 1 and 4 workers of clients/python and clients/node against
 #     the hand-written loop of doc/examples/group_worker.py draining 20,000
 #     rows, and their wake-up latency (median, p95) over 200 events
+#  14 instructions per row (bench/instructions_per_row.sh 2000, callgrind,
+#     a single-user backend): bigserial, the heap-only write and the
+#     in-place write, for 1- and 10-row transactions and COPY, and COPY
+#     into bigserial with a BEFORE row trigger in C
 # Prints the tables, writes them to bench/results.md, draws
 # bench/throughput.png (gnuplot) and keeps the raw numbers in bench/out/.
 #
@@ -92,7 +96,7 @@
 # postgresql-15-pgq3); otherwise it prints the apt-get command.
 # Environment (defaults in parentheses; the defaults take about 60 minutes,
 # figure 1 nineteen, figure 8 ten, figure 9 two, figure 10 six,
-# figure 11 eight, figure 12 twelve, figure 13 two):
+# figure 11 eight, figure 12 twelve, figure 13 two, figure 14 two):
 #   BENCH_SECONDS (5)          length of a figure 1 run; figure 4's runs
 #                              last twice as long
 #   BENCH_REPS (3)             rounds of figure 1, runs of figure 4
@@ -100,7 +104,7 @@
 #                              1-client rows (about 7 more minutes)
 #   BENCH_CONTENDERS ("serial xid8 lock pgq stream serial_pk stream_pk")
 #                              contenders of figures 1-3 and 7
-#   BENCH_FIGURES ("1 2 3 4 6 7 8 9 10 11 12 13"; 5 comes with 2 and 3)
+#   BENCH_FIGURES ("1 2 3 4 6 7 8 9 10 11 12 13 14"; 5 comes with 2 and 3)
 #   BENCH_LAG_SECONDS (8)      figure 2 run length
 #   BENCH_STALL_SECONDS (10)   figure 3: how long the transaction stays open
 #   BENCH_COST_ROWS (50000)    figure 7: rows written per measurement
@@ -134,7 +138,7 @@ SECS=${BENCH_SECONDS:-5}
 REPS=${BENCH_REPS:-3}
 CLIENTS=${BENCH_CLIENTS:-"8 32"}
 CONTENDERS=${BENCH_CONTENDERS:-"serial xid8 lock pgq stream serial_pk stream_pk"}
-FIGURES=${BENCH_FIGURES:-"1 2 3 4 6 7 8 9 10 11 12 13"}
+FIGURES=${BENCH_FIGURES:-"1 2 3 4 6 7 8 9 10 11 12 13 14"}
 VERSIONS_ROUNDS=${BENCH_VERSIONS_ROUNDS:-5}
 REPLICA_SECS=${BENCH_REPLICA_SECONDS:-15}
 REPLICA_BASE=${BENCH_REPLICA_BASE:-b43a230}
@@ -161,7 +165,7 @@ for k in $CONTENDERS; do
 done
 
 need_packages postgresql-15 postgresql-server-dev-15 make gcc python3-psycopg2 \
-	gnuplot-nox postgresql-15-pgq3
+	gnuplot-nox postgresql-15-pgq3 valgrind
 build_install
 
 T0=$(date +%s)
@@ -675,7 +679,29 @@ if has_figure 13; then
 	log "figure 13: the worker libraries done"
 fi
 
+#
+# Figure 14: instructions per row, by bench/instructions_per_row.sh on a
+# data directory of its own
+#
+INSTRUCTIONS_MD=$OUT/instructions.md
+: >"$INSTRUCTIONS_MD"
+if has_figure 14; then
+	{
+		echo
+		echo "## Figure 14: instructions per row"
+		echo
+		echo "bench/instructions_per_row.sh 2000:"
+		echo
+		echo '```'
+		PGBIN="$PGBIN" STREAM_SEQ_SKIP_BUILD=1 "$BENCH_DIR/instructions_per_row.sh" 2000 \
+			>"$OUT/instructions_per_row.log" 2>&1 || echo "(instructions_per_row.sh failed: see bench/out/instructions_per_row.log)"
+		sed -n '/^case/,$p' "$OUT/instructions_per_row.log"
+		echo '```'
+	} >"$INSTRUCTIONS_MD"
+	log "figure 14: instructions per row done"
+fi
+
 "$PY" "$BENCH_DIR/report.py" "$OUT" "$BENCH_DIR/results.md" "$BENCH_DIR/throughput.png"
-cat "$REPLICA_MD" "$PARTITION_MD" "$VERSIONS_MD" "$WORKERS_MD" >>"$BENCH_DIR/results.md"
-cat "$REPLICA_MD" "$PARTITION_MD" "$VERSIONS_MD" "$WORKERS_MD"
+cat "$REPLICA_MD" "$PARTITION_MD" "$VERSIONS_MD" "$WORKERS_MD" "$INSTRUCTIONS_MD" >>"$BENCH_DIR/results.md"
+cat "$REPLICA_MD" "$PARTITION_MD" "$VERSIONS_MD" "$WORKERS_MD" "$INSTRUCTIONS_MD"
 log "done"
