@@ -1399,12 +1399,16 @@ number_version(XactWriter *w, Relation rel, TupleTableSlot *row,
 	 * same conditions as for the heap-only write hold (may_be_heap_only),
 	 * and the indexes that cover the stream column take their one entry
 	 * at the row's own TID.  The values are copied first: those of
-	 * by-reference columns point into the page the write changes.  No
-	 * snapshot needs to move: the version it sees is the numbered one.
+	 * by-reference columns point into the page the write changes.  The
+	 * trigger's slot is then materialized too, which drops its pin on the
+	 * page: the write needs a cleanup lock, which fails while any pin but
+	 * its own is held, ours included.  No snapshot needs to move: the
+	 * version it sees is the numbered one.
 	 */
 	if (may_leave_root && stream_seq_in_place)
 	{
 		ExecMaterializeSlot(w->newslot);
+		ExecMaterializeSlot(row);
 		if (stream_inplace_write(rel, tid, w->seq_attnum, number,
 								 w->time_attnum, numbered_at))
 		{

@@ -4,7 +4,7 @@
  *	  The in-place commit-time write (stream_seq.in_place): a stream row is
  *	  inserted with room for its number, and at commit the number is
  *	  written into that room, in the version the row was inserted as,
- *	  under the buffer's exclusive lock and with a WAL record of the
+ *	  under a cleanup lock on its buffer and with a WAL record of the
  *	  extension's resource manager.  No second row version is made: no
  *	  update record, no pruning, no dead tuple.
  *
@@ -21,14 +21,27 @@
  * the heap-only write or the ordinary update numbers the row.
  *
  * Why writing over the inserted version is safe; each point is checked
- * under the buffer's exclusive lock at the write (stream_inplace_write):
+ * under the buffer's cleanup lock at the write (stream_inplace_write):
  *	(a) the tuple was inserted by this transaction, which has not
  *		committed, and nothing updated, locked or deleted it (xmax
- *		invalid), and it was not inserted frozen: no other transaction,
- *		no standby and no exported snapshot sees it before the commit
- *		record, and every one that sees it afterwards sees the number.
- *		A reader of another backend that holds only a pin reads the data
- *		of tuples it found visible, never of this one.
+ *		invalid), and it was not inserted frozen: no MVCC snapshot of
+ *		another transaction, standby or exported snapshot sees it before
+ *		the commit record, and every one that sees it afterwards sees the
+ *		number.  Other backends may still read its data: a dirty snapshot
+ *		sees an uncommitted tuple (an exclusion constraint's or ON
+ *		CONFLICT's check of another inserter forms the index key of this
+ *		row and compares it), and having found it with the buffer locked,
+ *		reads it with only a pin.  The write moves the tuple's bytes and
+ *		changes its null bitmap, which such a reader would see half done;
+ *		so, as PostgreSQL requires for moving tuple data (pruning), it is
+ *		made only under a cleanup lock: exclusive, and no other pin on the
+ *		buffer.  A backend that pins the page afterwards must lock it to
+ *		find the tuple, and finds it written.  When another pin is held,
+ *		the write is not made and the heap-only write or the ordinary
+ *		update numbers the row (they add a version and change only the
+ *		old one's header, as any update does).  A standby replays the
+ *		record under an exclusive lock: none of its readers sees the
+ *		tuple before the commit record, which comes after.
  *	(b) of this transaction's own snapshots, none that saw the row
  *		without its number is used afterwards: the write is made only
  *		where the heap-only write may be (assign.c, may_be_heap_only:
@@ -193,7 +206,10 @@ apply_inplace(HeapTupleHeader htup, Size len, const xl_stream_inplace *rec,
  *		inserted, with room for it (see the top of the file for what makes
  *		this sound; the caller has checked point (b) and makes the index
  *		entries of point (c)).  Returns false, changing nothing, when the
- *		row is not one this write serves.
+ *		row is not one this write serves, or when another pin on its page
+ *		keeps the cleanup lock from being taken.  The caller must hold no
+ *		pin of its own on the page (a pin this backend holds twice also
+ *		fails the lock).
  */
 bool
 stream_inplace_write(Relation rel, ItemPointer tid, AttrNumber seq_attnum,
@@ -226,8 +242,16 @@ stream_inplace_write(Relation rel, ItemPointer tid, AttrNumber seq_attnum,
 	isnull = palloc(sizeof(bool) * desc->natts);
 	bits = palloc0(BITMAPLEN(desc->natts));
 
+	/* the caller holds no other pin of ours on the page (point (a)) */
 	buffer = ReadBuffer(rel, ItemPointerGetBlockNumber(tid));
-	LockBuffer(buffer, BUFFER_LOCK_EXCLUSIVE);
+	if (!ConditionalLockBufferForCleanup(buffer))
+	{
+		ReleaseBuffer(buffer);
+		pfree(values);
+		pfree(isnull);
+		pfree(bits);
+		return false;
+	}
 	page = BufferGetPage(buffer);
 	if (offnum < FirstOffsetNumber || offnum > PageGetMaxOffsetNumber(page))
 		goto done;
