@@ -58,14 +58,18 @@ is_root && chown -R postgres: "$WORK"
 # prepared once, as pgbench -M prepared does in compare_builds.sh
 script() {
 	local table=$1 shape=$2 n=$3
-	case $shape in
-	1) awk -v t="$table" -v n="$n" 'BEGIN { print "PREPARE ins(bigint) AS INSERT INTO ev_" t " (payload) VALUES ($1);"
-		for (i = 0; i < n; i++) print "EXECUTE ins(" i ");" }' ;;
-	10) awk -v t="$table" -v n="$n" 'BEGIN { print "PREPARE ins(bigint) AS INSERT INTO ev_" t " (payload) VALUES ($1);"
-		for (i = 0; i < n; i += 10) { print "BEGIN;"; for (j = 0; j < 10; j++) print "EXECUTE ins(" i + j ");"; print "COMMIT;" } }' ;;
-	copy) head -n "$n" "$WORK/rows.txt" >"$WORK/copy.txt"
-		echo "COPY ev_$table (payload) FROM '$WORK/copy.txt';" ;;
-	esac
+	if [ "$shape" = copy ]; then
+		head -n "$n" "$WORK/rows.txt" >"$WORK/copy.txt"
+		echo "COPY ev_$table (payload) FROM '$WORK/copy.txt';"
+		return
+	fi
+	echo "PREPARE ins(bigint) AS INSERT INTO ev_$table (payload) VALUES (\$1);"
+	awk -v n="$n" -v per="$shape" 'BEGIN {
+		for (i = 0; i < n; i += per) {
+			if (per > 1) print "BEGIN;"
+			for (j = 0; j < per; j++) print "EXECUTE ins(" i + j ");"
+			if (per > 1) print "COMMIT;"
+		} }' 
 }
 
 # instructions TABLE SHAPE N IN_PLACE: instructions of one single-user

@@ -238,20 +238,17 @@ stream_inplace_write(Relation rel, ItemPointer tid, AttrNumber seq_attnum,
 	if (!inplace_possible(rel))
 		return false;
 
-	values = palloc(sizeof(Datum) * desc->natts);
-	isnull = palloc(sizeof(bool) * desc->natts);
-	bits = palloc0(BITMAPLEN(desc->natts));
-
 	/* the caller holds no other pin of ours on the page (point (a)) */
 	buffer = ReadBuffer(rel, ItemPointerGetBlockNumber(tid));
 	if (!ConditionalLockBufferForCleanup(buffer))
 	{
 		ReleaseBuffer(buffer);
-		pfree(values);
-		pfree(isnull);
-		pfree(bits);
 		return false;
 	}
+
+	values = palloc(sizeof(Datum) * desc->natts);
+	isnull = palloc(sizeof(bool) * desc->natts);
+	bits = palloc0(BITMAPLEN(desc->natts));
 	page = BufferGetPage(buffer);
 	if (offnum < FirstOffsetNumber || offnum > PageGetMaxOffsetNumber(page))
 		goto done;
