@@ -3,18 +3,23 @@
 EXTENSION    = stream_seq
 MODULE_big   = stream_seq
 OBJS         = src/startup.o src/settings.o src/shmem.o src/catalog.o src/counter.o \
-               src/horizon.o src/assign.o src/lifecycle.o src/ddl.o \
+               src/horizon.o src/xactstate.o src/capture.o src/commit.o src/guard.o \
+               src/planner.o \
+               src/lifecycle.o src/ddl.o \
                src/retention.o src/consumer.o src/group.o src/resize.o src/wait.o \
                src/status.o src/compat.o src/replica.o \
                src/partition.o src/replication.o src/roles.o src/parking.o \
                src/retention_policy.o src/stats.o src/metrics.o \
-               src/inplace.o
+               src/pagewrite.o src/upgrade.o
 DATA         = $(wildcard sql/$(EXTENSION)--*.sql)
 PGFILEDESC   = "stream_seq - gap-safe stream tables"
+# the version of the library, for messages (the control file's)
+EXT_VERSION := $(shell sed -n "s/^default_version = '\(.*\)'/\1/p" stream_seq.control)
+PG_CPPFLAGS  += -DSTREAM_SEQ_LIBRARY_VERSION='"$(EXT_VERSION)"'
 
 # Regression suites (sql/NAME.sql, expected/NAME.out), in the order they
 # run: upgrade drops and recreates the extension, so it comes last.
-REGRESS        = enable writes applications heap_only horizon consumers groups groups_resize commit_times typed_reads retries \
+REGRESS        = enable writes applications write_path horizon consumers groups groups_resize commit_times typed_reads retries \
                  lifecycle security ordinary_role partitions operations retention_policy metrics upgrade
 # Isolation specs (test/specs/NAME.spec, expected/NAME.out).
 ISOLATION      = $(basename $(notdir $(wildcard test/specs/*.spec)))

@@ -41,10 +41,11 @@ GRANT USAGE ON SCHEMA stream_seq TO app_user;
 GRANT SELECT, INSERT, UPDATE, DELETE ON events, tevents, pevents, pevents_1, pevents_2 TO app_user;
 GRANT INSERT ON secret TO app_user;
 
--- the trigger that refuses a row inserted with a number, and only such a
--- row (its WHEN); cloned onto the partitions
-SELECT tgrelid::regclass, pg_get_triggerdef(oid)
-  FROM pg_trigger WHERE tgname = 'stream_seq_guard_insert' ORDER BY tgrelid::regclass::text;
+-- the index that captures each row stored and refuses a row inserted with
+-- a number (no INSERT trigger); on every partition
+SELECT i.indrelid::regclass, pg_get_indexdef(i.indexrelid)
+  FROM pg_index i JOIN pg_class c ON c.oid = i.indexrelid JOIN pg_am a ON a.oid = c.relam
+ WHERE a.amname = 'stream_seq_capture' ORDER BY i.indrelid::regclass::text;
 
 SET ROLE app_user;
 
@@ -119,6 +120,10 @@ UPDATE tevents SET at = at, seq = seq, v = 10 WHERE id = 1;
 UPDATE tevents SET at = DEFAULT, seq = DEFAULT WHERE id = 1;
 UPDATE tevents SET at = NULL WHERE id = 2;
 SELECT id, v, seq, at IS NOT NULL AS has_time FROM tevents ORDER BY id;
+-- the message names the column the statement changed, not every column
+-- the guard watches
+UPDATE tevents SET seq = seq + 1 WHERE id = 1;
+\echo :LAST_ERROR_SQLSTATE
 UPDATE tevents SET at = at + interval '1 second' WHERE id = 1;
 \echo :LAST_ERROR_SQLSTATE
 BEGIN;
@@ -134,6 +139,9 @@ UPDATE pevents SET seq = DEFAULT WHERE id = 2;
 UPDATE pevents_1 SET seq = 1 WHERE id = 1;
 SELECT tableoid::regclass, id, v, seq FROM pevents ORDER BY id;
 UPDATE pevents SET seq = 50 WHERE id = 1;
+\echo :LAST_ERROR_SQLSTATE
+-- through the partition, the message names the stream
+UPDATE pevents_1 SET seq = 50 WHERE id = 1;
 \echo :LAST_ERROR_SQLSTATE
 -- moving a numbered row to another partition is an insert with a number
 UPDATE pevents SET day = 2, seq = DEFAULT WHERE id = 1;
@@ -158,20 +166,34 @@ SELECT id, customer_id, payload, seq FROM events WHERE id IN (1, 2) ORDER BY id;
 INSERT INTO events (id, customer_id, seq) VALUES (1, 5, 2)
   ON CONFLICT (id) DO UPDATE SET seq = EXCLUDED.seq;
 \echo :LAST_ERROR_SQLSTATE
--- a row that does not conflict is inserted, and refused at the end of the
--- statement: nothing stays
+-- a row that does not conflict is inserted, and refused as it is stored:
+-- nothing stays
 INSERT INTO events (id, customer_id, seq) VALUES (10, 1, 1000)
   ON CONFLICT (id) DO UPDATE SET customer_id = EXCLUDED.customer_id;
 \echo :LAST_ERROR_SQLSTATE
 INSERT INTO events (id, customer_id, seq) VALUES (10, 1, 1000);
 \echo :LAST_ERROR_SQLSTATE
--- ... unless its number is another row's: the stream's unique index
--- says so first
+-- ... whatever its number, another row's too: the capture index refuses it
+-- before the stream's unique index looks (its OID is lower)
 INSERT INTO events (id, customer_id, seq) VALUES (10, 1, 1);
 \echo :LAST_ERROR_SQLSTATE
 -- DO NOTHING of a conflicting row does nothing
 INSERT INTO events (id, customer_id, seq) VALUES (1, 9, 1) ON CONFLICT DO NOTHING;
 INSERT INTO events (id, customer_id, seq) VALUES (1, 9, 1) ON CONFLICT (id) DO NOTHING;
+-- ... also thousands of them under SET CONSTRAINTS ALL IMMEDIATE, which
+-- takes no numbers: the next row gets the next number (0.6.0 was
+-- reported to lose a block of numbers here)
+SELECT stream_seq.head('events') AS head_before \gset
+BEGIN;
+SET CONSTRAINTS ALL IMMEDIATE;
+INSERT INTO events (id, customer_id) SELECT 1, g FROM generate_series(1, 3000) g
+  ON CONFLICT (id) DO NOTHING;
+COMMIT;
+BEGIN;
+INSERT INTO events (id, customer_id) VALUES (70, 70);
+COMMIT;
+SELECT seq - :head_before AS after_the_head FROM events WHERE id = 70;
+DELETE FROM events WHERE id = 70;
 -- multi-row VALUES: loaded rows that conflict and a new row without a
 -- number
 INSERT INTO events (id, customer_id, seq) VALUES (1, 11, 1), (2, 12, 2), (4, 14, NULL)
@@ -188,9 +210,8 @@ COPY events (id, customer_id, seq) FROM STDIN;
 \.
 SELECT id, customer_id, seq FROM events ORDER BY id;
 
--- a number the stream has not handed out is refused before the row is
--- stored; one below the counter that no row has (its row was deleted)
--- reaches the table, and is refused at the end of the statement
+-- a number the stream has not handed out, and one below the counter that
+-- no row has (its row was deleted), are refused alike
 INSERT INTO events (id, customer_id, seq) SELECT 60, 60, stream_seq.head('events') + 1;
 \echo :LAST_ERROR_SQLSTATE
 BEGIN;
@@ -216,9 +237,9 @@ BEGIN
 EXCEPTION WHEN generated_always THEN
   RAISE NOTICE 'refused: %', SQLSTATE;
 END $$;
--- with SET CONSTRAINTS ALL IMMEDIATE the numbering at the end of the
--- statement comes first, and refuses the row too; an upsert of a loaded
--- row works there as well
+-- SET CONSTRAINTS ALL IMMEDIATE changes nothing: the row is refused as it
+-- is stored, rows are numbered at commit; an upsert of a loaded row works
+-- there as well
 BEGIN;
 SET CONSTRAINTS ALL IMMEDIATE;
 DELETE FROM events WHERE id = 4;
@@ -231,8 +252,8 @@ INSERT INTO events (id, customer_id, seq) VALUES (6, 26, NULL), (1, 31, 1)
   ON CONFLICT (id) DO UPDATE SET customer_id = EXCLUDED.customer_id, seq = EXCLUDED.seq;
 COMMIT;
 SELECT id, customer_id, seq IS NOT NULL AS numbered FROM events WHERE id IN (1, 6, 8) ORDER BY id;
--- a number taken there for a row that is then refused, in a savepoint
--- rolled back: last_numbers() gives only the numbers written
+-- a row refused in a savepoint rolled back takes no number:
+-- last_numbers() gives only the numbers written
 BEGIN;
 SET CONSTRAINTS ALL IMMEDIATE;
 DELETE FROM events WHERE id = 4;

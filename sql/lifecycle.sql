@@ -23,10 +23,18 @@ ALTER TABLE lc ALTER COLUMN seq TYPE numeric;
 \echo :LAST_ERROR_SQLSTATE
 ALTER TABLE lc ALTER COLUMN seq SET NOT NULL;
 \echo :LAST_ERROR_SQLSTATE
-ALTER TABLE lc ALTER COLUMN seq SET DEFAULT 0;
+ALTER TABLE lc ALTER COLUMN seq SET DEFAULT 1;
 \echo :LAST_ERROR_SQLSTATE
-ALTER TABLE lc DISABLE TRIGGER stream_seq_assign;
+ALTER TABLE lc DISABLE TRIGGER stream_seq_guard_update;
 \echo :LAST_ERROR_SQLSTATE
+-- the capture index stays
+DROP INDEX lc_stream_seq_capture;
+\echo :LAST_ERROR_SQLSTATE
+-- the placeholder default is the stream's: dropped, it comes back
+ALTER TABLE lc ALTER COLUMN seq DROP DEFAULT;
+SELECT pg_get_expr(adbin, adrelid) AS seq_default FROM pg_attrdef
+ WHERE adrelid = 'lc'::regclass AND adnum = (SELECT attnum FROM pg_attribute
+                                              WHERE attrelid = 'lc'::regclass AND attname = 'seq');
 ALTER TABLE lc DISABLE TRIGGER ALL;
 \echo :LAST_ERROR_SQLSTATE
 ALTER TABLE lc SET UNLOGGED;
@@ -51,7 +59,7 @@ ALTER SEQUENCE stream_seq.lc_seq_head RESTART;
 -- the stream's triggers keep their names
 ALTER TRIGGER stream_seq_guard ON lc RENAME TO renamed_guard;
 \echo :LAST_ERROR_SQLSTATE
-ALTER TRIGGER stream_seq_assign ON lc RENAME TO renamed_assign;
+ALTER TRIGGER stream_seq_guard_update ON lc RENAME TO renamed_guard_update;
 \echo :LAST_ERROR_SQLSTATE
 SELECT tgname FROM pg_trigger WHERE tgrelid = 'lc'::regclass ORDER BY tgname;
 SELECT relpersistence, (SELECT count(*) FROM pg_trigger WHERE tgrelid = 'lc'::regclass AND tgenabled = 'O') AS triggers

@@ -58,7 +58,7 @@ ALTER TABLE pe_3 DISABLE TRIGGER ALL;
 \echo :LAST_ERROR_SQLSTATE
 DROP TRIGGER stream_seq_truncate ON pe_3;
 \echo :LAST_ERROR_SQLSTATE
-DROP TRIGGER stream_seq_assign ON pe_3;
+DROP TRIGGER stream_seq_guard_update ON pe_3;
 \echo :LAST_ERROR_SQLSTATE
 
 -- a number written by hand is refused, in any partition
@@ -517,6 +517,19 @@ SELECT count(seq) FROM pb;
 RESET enable_seqscan;
 RESET enable_bitmapscan;
 DROP TABLE pb;
+-- an index on one partition's stream column that would take the
+-- placeholder: a unique one is refused as on the stream table (any two
+-- unnumbered rows would conflict), another one is warned of
+CREATE TABLE pu (id int, day int NOT NULL) PARTITION BY LIST (day);
+CREATE TABLE pu_1 PARTITION OF pu FOR VALUES IN (1);
+SELECT stream_seq.enable('pu');
+CREATE UNIQUE INDEX pu_1_seq_all ON pu_1 (seq);
+\echo :LAST_ERROR_SQLSTATE
+CREATE UNIQUE INDEX pu_1_seq_numbered ON pu_1 (seq) WHERE seq > 0;
+CREATE INDEX pu_1_seq_plain ON pu_1 (seq);
+INSERT INTO pu VALUES (1, 1), (2, 1);
+SELECT id, seq FROM pu ORDER BY id;
+DROP TABLE pu;
 RESET ROLE;
 SELECT count(*) FROM stream_seq.stream;
 SELECT count(*) FROM stream_seq.partition_range;

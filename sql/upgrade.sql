@@ -210,3 +210,56 @@ SELECT first = last AND last = (SELECT seq FROM up51 WHERE id = 3) AS last_numbe
   FROM stream_seq.last_numbers('up51');
 DROP TABLE up51, up51p, up51x;
 DROP FUNCTION up51x_noop();
+
+-- 0.6.0 -> 0.7.0: under the SQL objects of 0.6.0 the library numbers rows
+-- through that version's triggers (its deferred trigger captures them,
+-- they are stored with NULL); the update moves every stream to the
+-- capture index and placeholders, without touching a row: the indexes
+-- that said "seq IS NOT NULL" (the stream's, a group's, one of the
+-- user's) say "seq > 0", the INSERT triggers go, COPY is batched; a stream
+-- with a number below 1 keeps NULL and is numbered by an update
+DROP EXTENSION stream_seq;
+CREATE EXTENSION stream_seq VERSION '0.6.0';
+CREATE TABLE up60 (id int PRIMARY KEY, k int, v int);
+SELECT stream_seq.enable('up60');
+CREATE INDEX up60_mine ON up60 (k, seq) WHERE seq IS NOT NULL;
+SELECT stream_seq.create_group('up60', 'g', 'k', 2);
+CREATE TABLE up60p (id int, day int, v int) PARTITION BY LIST (day);
+CREATE TABLE up60p_1 PARTITION OF up60p FOR VALUES IN (1);
+SELECT stream_seq.enable('up60p', time_column => 'at');
+CREATE TABLE up60low (id int, seq bigint);
+INSERT INTO up60low VALUES (1, -5);
+SELECT stream_seq.enable('up60low');
+INSERT INTO up60 VALUES (1, 1, 1), (2, 2, 2);
+INSERT INTO up60p VALUES (1, 1, 1);
+INSERT INTO up60low (id) VALUES (2);
+SELECT id, seq FROM up60 ORDER BY id;
+ALTER EXTENSION stream_seq UPDATE TO '0.7.0';
+SELECT extversion FROM pg_extension WHERE extname = 'stream_seq';
+SELECT c.relname, pg_get_expr(i.indpred, i.indrelid) AS pred
+  FROM pg_index i JOIN pg_class c ON c.oid = i.indexrelid
+ WHERE i.indrelid IN ('up60'::regclass, 'up60p'::regclass, 'up60p_1'::regclass, 'up60low'::regclass)
+ ORDER BY 1;
+SELECT tgrelid::regclass, tgname, tgenabled FROM pg_trigger
+ WHERE tgrelid IN ('up60'::regclass, 'up60p'::regclass, 'up60p_1'::regclass, 'up60low'::regclass)
+ ORDER BY 1, 2;
+SELECT attrelid::regclass, attname, pg_get_expr(d.adbin, d.adrelid) AS default
+  FROM pg_attribute a LEFT JOIN pg_attrdef d ON d.adrelid = a.attrelid AND d.adnum = a.attnum
+ WHERE attrelid IN ('up60'::regclass, 'up60p_1'::regclass, 'up60low'::regclass)
+   AND attname IN ('seq', 'at') ORDER BY 1, 2;
+INSERT INTO up60 VALUES (3, 1, 3);
+COPY up60 (id, k, v) FROM STDIN;
+4	2	4
+5	1	5
+\.
+INSERT INTO up60p VALUES (2, 1, 2);
+INSERT INTO up60low (id) VALUES (3);
+SELECT id, seq FROM up60 ORDER BY seq;
+SELECT id, seq, at IS NOT NULL AND at > '-infinity' AS has_time FROM up60p ORDER BY seq;
+SELECT id, seq FROM up60low ORDER BY id;
+-- rows numbered in place: one version each
+SELECT count(*) AS versions FROM heap_page_items(get_raw_page('up60', 0)) WHERE lp_flags = 1;
+SELECT count(*) AS rows_read FROM stream_seq.read_slot('up60', 'g', 0, 100);
+-- running it again changes nothing
+SELECT stream_seq.upgrade_write_path('up60');
+DROP TABLE up60, up60p, up60low;

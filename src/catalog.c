@@ -30,6 +30,8 @@
 #include "access/table.h"
 #include "access/xact.h"
 #include "catalog/namespace.h"
+#include "catalog/pg_inherits.h"
+#include "catalog/pg_attrdef.h"
 #include "catalog/pg_authid.h"
 #include "catalog/pg_class.h"
 #include "catalog/pg_database.h"
@@ -37,6 +39,9 @@
 #include "catalog/pg_sequence.h"
 #include "funcapi.h"
 #include "catalog/pg_type.h"
+#include "access/stratnum.h"
+#include "catalog/pg_opfamily.h"
+#include "commands/defrem.h"
 #include "commands/extension.h"
 #include "commands/trigger.h"
 #include "executor/spi.h"
@@ -45,6 +50,8 @@
 #include "miscadmin.h"
 #include "storage/lmgr.h"
 #include "storage/procarray.h"
+#include "optimizer/optimizer.h"
+#include "rewrite/rewriteHandler.h"
 #include "utils/acl.h"
 #include "utils/builtins.h"
 #include "utils/fmgroids.h"
@@ -60,6 +67,7 @@
 #include "stream_seq.h"
 #include "stats.h"
 #include "catalog.h"
+#include "pagewrite.h"
 #include "shmem.h"
 
 PG_FUNCTION_INFO_V1(stream_seq_first);
@@ -219,6 +227,209 @@ stream_is_own_trigger_name(const char *name)
 }
 
 /*
+ * stream_drop_write_path
+ *		Drop the capture index and the placeholder defaults of a table (and
+ *		of its partitions), whose stream column and time column (or
+ *		InvalidAttrNumber) are "seq_attnum" and "time_attnum": its rows are
+ *		stored as any other table's from then on.  For disable(), and for a
+ *		table detached from a partitioned stream (whose capture index
+ *		PostgreSQL leaves it, detached from the parent's).  The index is
+ *		dropped as the extension's owner: detaching needs only ownership of
+ *		the stream table.
+ */
+void
+stream_drop_write_path(Oid relid, AttrNumber seq_attnum, AttrNumber time_attnum)
+{
+	Oid			index = stream_capture_index(relid);
+	List	   *tables;
+	ListCell   *lc;
+	char	   *column = get_attname(relid, seq_attnum, false);
+	char	   *time_column = time_attnum != InvalidAttrNumber ?
+		get_attname(relid, time_attnum, false) : NULL;
+
+	if (OidIsValid(index))
+		stream_catalog_exec(psprintf("DROP INDEX %s", stream_qualified_name(index)),
+							0, NULL, NULL, NULL, 0, NULL);
+	CommandCounterIncrement();
+	tables = find_all_inheritors(relid, NoLock, NULL);
+	foreach(lc, tables)
+	{
+		Oid			table = lfirst_oid(lc);
+		Relation	rel = relation_open(table, NoLock);
+		AttrNumber	seq = get_attnum(table, column);
+		AttrNumber	at = time_column != NULL ? get_attnum(table, time_column) :
+			InvalidAttrNumber;
+		bool		drop_seq = seq != InvalidAttrNumber &&
+			TupleDescAttr(RelationGetDescr(rel), seq - 1)->atthasdef &&
+			stream_default_is_placeholder(rel, seq, false);
+		bool		drop_at = at != InvalidAttrNumber &&
+			TupleDescAttr(RelationGetDescr(rel), at - 1)->atthasdef &&
+			stream_default_is_placeholder(rel, at, true);
+
+		relation_close(rel, NoLock);
+		if (drop_seq)
+			RemoveAttrDefault(table, seq, DROP_RESTRICT, false, true);
+		if (drop_at)
+			RemoveAttrDefault(table, at, DROP_RESTRICT, false, true);
+	}
+	CommandCounterIncrement();
+}
+
+/*
+ * stream_capture_index
+ *		The table's index of access method stream_seq_capture, or
+ *		InvalidOid.
+ */
+Oid
+stream_capture_index(Oid relid)
+{
+	Oid			am = get_index_am_oid("stream_seq_capture", true);
+	Relation	rel;
+	List	   *indexes;
+	ListCell   *lc;
+	Oid			result = InvalidOid;
+
+	if (!OidIsValid(am))
+		return InvalidOid;
+	rel = relation_open(relid, AccessShareLock);
+	indexes = RelationGetIndexList(rel);
+	foreach(lc, indexes)
+	{
+		HeapTuple	tuple = SearchSysCache1(RELOID, ObjectIdGetDatum(lfirst_oid(lc)));
+		bool		ours = false;
+
+		if (HeapTupleIsValid(tuple))
+		{
+			ours = ((Form_pg_class) GETSTRUCT(tuple))->relam == am;
+			ReleaseSysCache(tuple);
+		}
+		if (ours)
+		{
+			result = lfirst_oid(lc);
+			break;
+		}
+	}
+	list_free(indexes);
+	relation_close(rel, AccessShareLock);
+	return result;
+}
+
+/*
+ * integer_constant
+ *		The value of an integer constant (int2, int4 or int8), or false.
+ */
+static bool
+integer_constant(Node *node, int64 *value)
+{
+	Const	   *c = (Const *) node;
+
+	if (!IsA(node, Const) || c->constisnull)
+		return false;
+	switch (c->consttype)
+	{
+		case INT2OID:
+			*value = DatumGetInt16(c->constvalue);
+			return true;
+		case INT4OID:
+			*value = DatumGetInt32(c->constvalue);
+			return true;
+		case INT8OID:
+			*value = DatumGetInt64(c->constvalue);
+			return true;
+	}
+	return false;
+}
+
+/*
+ * stream_predicate_excludes_placeholder
+ *		Whether an index predicate is "column > 0": true for every number,
+ *		false for the placeholder (and NULL).  The predicate of the index
+ *		enable() makes since 0.7.0.
+ */
+bool
+stream_predicate_excludes_placeholder(List *pred, AttrNumber attnum)
+{
+	OpExpr	   *op;
+	int64		value;
+
+	if (list_length(pred) != 1 || !IsA(linitial(pred), OpExpr))
+		return false;
+	op = linitial(pred);
+	return list_length(op->args) == 2 &&
+		IsA(linitial(op->args), Var) &&
+		((Var *) linitial(op->args))->varattno == attnum &&
+		integer_constant(lsecond(op->args), &value) && value == 0 &&
+		op_in_opfamily(op->opno, INTEGER_BTREE_FAM_OID) &&
+		get_op_opfamily_strategy(op->opno, INTEGER_BTREE_FAM_OID) == BTGreaterStrategyNumber;
+}
+
+/*
+ * stream_predicate_is_numbered
+ *		Whether an index predicate selects exactly the numbered rows:
+ *		"column > 0", or "column IS NOT NULL" (the predicate enable() gave
+ *		before 0.7.0, when rows were stored with NULL).
+ */
+bool
+stream_predicate_is_numbered(List *pred, AttrNumber attnum)
+{
+	NullTest   *test;
+
+	if (stream_predicate_excludes_placeholder(pred, attnum))
+		return true;
+	if (list_length(pred) != 1 || !IsA(linitial(pred), NullTest))
+		return false;
+	test = linitial(pred);
+	return test->nulltesttype == IS_NOT_NULL && IsA(test->arg, Var) &&
+		((Var *) test->arg)->varattno == attnum;
+}
+
+/*
+ * stream_default_is_placeholder
+ *		Whether column "attnum" of "rel" (the stream column, or with
+ *		"time" the time column) has no default or the placeholder that
+ *		stream_set_placeholder_defaults gives it.
+ */
+bool
+stream_default_is_placeholder(Relation rel, AttrNumber attnum, bool time)
+{
+	Form_pg_attribute att = TupleDescAttr(RelationGetDescr(rel), attnum - 1);
+	Node	   *expr;
+	Const	   *c;
+
+	if (!att->atthasdef)
+		return true;
+	expr = build_column_default(rel, attnum);
+	if (expr != NULL)
+		expr = eval_const_expressions(NULL, expr);
+	if (expr == NULL || !IsA(expr, Const))
+		return false;
+	c = (Const *) expr;
+	if (c->constisnull)
+		return true;
+	if (time)
+		return c->consttype == TIMESTAMPTZOID &&
+			DatumGetTimestampTz(c->constvalue) == STREAM_TIME_PLACEHOLDER;
+	return c->consttype == INT8OID &&
+		DatumGetInt64(c->constvalue) == STREAM_SEQ_PLACEHOLDER;
+}
+
+/*
+ * stream_trigger_obsolete
+ *		Whether a trigger of a stream table is one that versions before
+ *		0.7.0 made and this version's write path does not use: the
+ *		assignment trigger and the insert guard of a table that has its
+ *		capture index (until then they capture its rows, guard.c).
+ *		Disabled or dropped, they change nothing.
+ */
+bool
+stream_trigger_obsolete(Oid relid, const char *name)
+{
+	return (strcmp(name, "stream_seq_assign") == 0 ||
+			strcmp(name, "stream_seq_guard_insert") == 0) &&
+		OidIsValid(stream_capture_index(relid));
+}
+
+/*
  * stream_trigger_disabled
  *		Whether one of the extension's triggers on a stream table is in a
  *		state where it does not do its job: the replica trigger must fire
@@ -228,11 +439,13 @@ stream_is_own_trigger_name(const char *name)
  *		no ALTER TABLE between them.  Not one of ours: false.
  */
 bool
-stream_trigger_disabled(Trigger *trigger)
+stream_trigger_disabled(Oid relid, Trigger *trigger)
 {
 	const char *name;
 
 	if (!stream_is_own_trigger_function(trigger->tgfoid, &name))
+		return false;
+	if (stream_trigger_obsolete(relid, name))
 		return false;
 	if (strcmp(name, "stream_seq_replica") == 0)
 		return trigger->tgenabled != TRIGGER_FIRES_ON_REPLICA &&
@@ -317,14 +530,16 @@ stream_catalog_owner(void)
 }
 
 /*
- * scan_catalog_row
+ * read_catalog_row
  *		Look up the catalog row of "relid" with a fresh snapshot (not the
  *		caller's: a transaction whose snapshot predates enable() still
- *		writes through the triggers enable() created), and copy what it
- *		says into "ref" if given.  Returns whether there is a row.
+ *		writes through the objects enable() created): its stream column,
+ *		time column (empty if none) and head sequence.  Returns whether
+ *		there is a row.  Raises no error of its own.
  */
 static bool
-scan_catalog_row(Oid relid, StreamRef *ref)
+read_catalog_row(Oid relid, NameData *column, NameData *time_column,
+				 Oid *head_seq)
 {
 	Oid			catalog_relid = stream_catalog_relid(true);
 	Relation	catalog;
@@ -333,8 +548,6 @@ scan_catalog_row(Oid relid, StreamRef *ref)
 	HeapTuple	tuple;
 	Snapshot	snapshot;
 	bool		found = false;
-	NameData	column;
-	NameData	time_column;
 	AttrNumber	time_anum;
 
 	if (!OidIsValid(catalog_relid))
@@ -349,34 +562,63 @@ scan_catalog_row(Oid relid, StreamRef *ref)
 	{
 		TupleDesc	desc = RelationGetDescr(catalog);
 		bool		isnull;
+		Datum		time_datum = (Datum) 0;
 
 		found = true;
-		if (ref != NULL)
-		{
-			Datum		time_datum = (Datum) 0;
+		namestrcpy(column,
+				   NameStr(*DatumGetName(heap_getattr(tuple, Anum_stream_seq_column,
+													  desc, &isnull))));
 
-			namestrcpy(&column,
-					   NameStr(*DatumGetName(heap_getattr(tuple, Anum_stream_seq_column,
-														  desc, &isnull))));
-
-			/* the time column, from 0.5.0 on; an older catalog has none */
-			time_anum = get_attnum(catalog_relid, "time_column");
-			isnull = true;
-			if (time_anum != InvalidAttrNumber)
-				time_datum = heap_getattr(tuple, time_anum, desc, &isnull);
-			if (isnull)
-				NameStr(time_column)[0] = '\0';
-			else
-				namestrcpy(&time_column, NameStr(*DatumGetName(time_datum)));
-			ref->head_seq = DatumGetObjectId(heap_getattr(tuple,
-														  Anum_stream_head_seq,
-														  desc, &isnull));
-		}
+		/* the time column, from 0.5.0 on; an older catalog has none */
+		time_anum = get_attnum(catalog_relid, "time_column");
+		isnull = true;
+		if (time_anum != InvalidAttrNumber)
+			time_datum = heap_getattr(tuple, time_anum, desc, &isnull);
+		if (isnull)
+			NameStr(*time_column)[0] = '\0';
+		else
+			namestrcpy(time_column, NameStr(*DatumGetName(time_datum)));
+		*head_seq = DatumGetObjectId(heap_getattr(tuple, Anum_stream_head_seq,
+												  desc, &isnull));
 	}
 	systable_endscan(scan);
 	UnregisterSnapshot(snapshot);
 	table_close(catalog, AccessShareLock);
+	return found;
+}
 
+/*
+ * stream_catalog_seq_column
+ *		The name of the stream column of stream table "relid", or NULL if
+ *		it is none.  Raises no error of its own (the planner asks).
+ */
+char *
+stream_catalog_seq_column(Oid relid)
+{
+	NameData	column;
+	NameData	time_column;
+	Oid			head_seq;
+
+	if (!read_catalog_row(relid, &column, &time_column, &head_seq))
+		return NULL;
+	return pstrdup(NameStr(column));
+}
+
+/*
+ * scan_catalog_row
+ *		Look up the catalog row of "relid" (read_catalog_row), and copy what
+ *		it says into "ref" if given.  Returns whether there is a row.
+ */
+static bool
+scan_catalog_row(Oid relid, StreamRef *ref)
+{
+	NameData	column;
+	NameData	time_column;
+	Oid			head_seq = InvalidOid;
+	bool		found = read_catalog_row(relid, &column, &time_column, &head_seq);
+
+	if (found && ref != NULL)
+		ref->head_seq = head_seq;
 	if (found && ref != NULL)
 	{
 		HeapTuple	seqtuple;
@@ -628,16 +870,19 @@ stream_relation_open(Oid relid, LOCKMODE lockmode)
 }
 
 /*
- * stream_lookup
- *		The backend's handle on stream "relid", loaded from the catalog and
- *		attached to its shared slot if not cached.  A table that is not a
- *		stream gets NULL if "missing_ok", else an error.
+ * lookup_stream
+ *		stream_lookup(), and stream_lookup_if_slot() when "no_slot" is not
+ *		NULL: then a stream no shared slot is free for gets NULL with
+ *		*no_slot set, instead of the error.
  */
-StreamRef  *
-stream_lookup(Oid relid, bool missing_ok)
+static StreamRef *
+lookup_stream(Oid relid, bool missing_ok, bool *no_slot)
 {
 	StreamRef  *ref;
 	bool		found;
+
+	if (no_slot != NULL)
+		*no_slot = false;
 
 	stream_check_preloaded();
 	ensure_cache();
@@ -656,14 +901,50 @@ stream_lookup(Oid relid, bool missing_ok)
 	}
 	if (!stream_slot_attach(ref) &&
 		(reclaim_slots() == 0 || !stream_slot_attach(ref)))
+	{
+		if (no_slot != NULL)
+		{
+			*no_slot = true;
+			return NULL;
+		}
 		ereport(ERROR,
 				(errcode(ERRCODE_CONFIGURATION_LIMIT_EXCEEDED),
 				 errmsg("too many stream tables in use"),
 				 errdetail("All %d stream slots are taken.",
 						   stream_seq_max_streams),
 				 errhint("Increase \"stream_seq.max_streams\" and restart the server.")));
+	}
 	ref->valid = true;
 	return ref;
+}
+
+/*
+ * stream_lookup
+ *		The backend's handle on stream "relid", loaded from the catalog and
+ *		attached to its shared slot if not cached.  A table that is not a
+ *		stream gets NULL if "missing_ok", else an error; a stream no shared
+ *		slot is free for (stream_seq.max_streams are in use in the cluster)
+ *		53400.
+ */
+StreamRef  *
+stream_lookup(Oid relid, bool missing_ok)
+{
+	return lookup_stream(relid, missing_ok, NULL);
+}
+
+/*
+ * stream_lookup_if_slot
+ *		stream_lookup(relid, true), but a stream no shared slot is free for
+ *		gets NULL with *no_slot set instead of 53400: for what only shows
+ *		streams (the streams view, metrics()), which must go on with the
+ *		others when more streams are enabled in the cluster than
+ *		stream_seq.max_streams holds (enable() cannot see the other
+ *		databases, and a restart empties the slots).
+ */
+StreamRef  *
+stream_lookup_if_slot(Oid relid, bool *no_slot)
+{
+	return lookup_stream(relid, true, no_slot);
 }
 
 /*

@@ -23,7 +23,15 @@
 extern Oid	stream_namespace(bool missing_ok);
 extern bool stream_is_own_trigger_function(Oid funcid, const char **name);
 extern bool stream_is_own_trigger_name(const char *name);
-extern bool stream_trigger_disabled(Trigger *trigger);
+extern Oid	stream_capture_index(Oid relid);
+extern void stream_drop_write_path(Oid relid, AttrNumber seq_attnum,
+								   AttrNumber time_attnum);
+extern bool stream_predicate_excludes_placeholder(List *pred, AttrNumber attnum);
+extern bool stream_predicate_is_numbered(List *pred, AttrNumber attnum);
+extern bool stream_default_is_placeholder(Relation rel, AttrNumber attnum,
+										  bool time);
+extern bool stream_trigger_obsolete(Oid relid, const char *name);
+extern bool stream_trigger_disabled(Oid relid, Trigger *trigger);
 extern Oid	stream_database_owner(void);
 extern void stream_grant_head_access(Oid head_seq);
 extern void stream_lock_role(Oid role);
@@ -31,6 +39,7 @@ extern bool stream_pglogical_installed(void);
 extern bool stream_trigger_function_installed(const char *name);
 extern bool stream_table_has_triggers(Oid relid);
 extern StreamRef *stream_lookup(Oid relid, bool missing_ok);
+extern StreamRef *stream_lookup_if_slot(Oid relid, bool *no_slot);
 extern void stream_report_not_stream(Oid relid);
 extern void stream_check_select(Oid relid);
 extern void stream_check_not_null(FunctionCallInfo fcinfo, int nargs,
@@ -44,6 +53,7 @@ extern char *stream_source(Oid relid);
 extern char *stream_clip_name(const char *name, int max_bytes);
 extern Oid	stream_catalog_owner(void);
 extern bool stream_catalog_has(Oid relid);
+extern char *stream_catalog_seq_column(Oid relid);
 extern void stream_catalog_insert(Oid relid, const char *column, Oid head_seq);
 extern void stream_catalog_delete(Oid relid);
 extern void stream_catalog_hold(Oid relid, const char *consumer);

@@ -29,7 +29,7 @@
 #include "catalog.h"
 #include "counter.h"
 #include "retention.h"
-#include "assign.h"
+#include "xactstate.h"
 #include "lifecycle.h"
 
 PG_FUNCTION_INFO_V1(stream_seq_check_preloaded);

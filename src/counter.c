@@ -214,86 +214,103 @@ stream_raise_time_floor(StreamRef *ref)
 
 /*
  * refill_block
- *		Record a new block of numbers in the head sequence and make it
- *		available.  Refills of one stream are serialized by a lock on the
- *		sequence that conflicts only with itself, so blocks are installed in
- *		the order the sequence handed them out.  A sequence found behind the
- *		counter (set back by its owner) is moved forward first; it never
- *		moves back.
+ *		Record new blocks of numbers in the head sequence until the
+ *		counter's block has "count" numbers left, and make them available.
+ *		Refills of one stream are serialized by a lock on the sequence that
+ *		conflicts only with itself, so blocks are installed in the order
+ *		the sequence handed them out: one after the other.  A sequence
+ *		found behind the counter (set back by its owner) is moved forward
+ *		first; it never moves back.
  */
 static void
-refill_block(StreamRef *ref)
+refill_block(StreamRef *ref, int64 count)
 {
 	int64		next;
 	int64		block_end;
 	int64		block;
-	bool		started;
 
 	LockRelationOid(ref->head_seq, ShareUpdateExclusiveLock);
 
-	started = stream_counter_read(ref, &next, &block_end);
-	if (!started || next < block_end)
+	while (stream_counter_read(ref, &next, &block_end) &&
+		   block_end - next < count)
 	{
-		/* another backend refilled while we waited, or a restart is due */
-		UnlockRelationOid(ref->head_seq, ShareUpdateExclusiveLock);
-		return;
-	}
-
-	block = nextval_internal(ref->head_seq, false);
-	if (block + ref->head_interval <= next)
-	{
-		int			save_nestlevel;
-		Oid			save_userid;
-		int			save_sec_context;
-
-		ereport(LOG,
-				(errmsg("moving recorded head of stream table \"%s\" forward to " INT64_FORMAT,
-						stream_rel_name(ref->relid), next),
-				 errdetail("Head sequence \"%s\" gave block " INT64_FORMAT ", below numbers already in use.",
-						   stream_rel_name(ref->head_seq), block)));
-		stream_run_as(stream_catalog_owner(), &save_nestlevel, &save_userid,
-					  &save_sec_context);
-		DirectFunctionCall3(setval3_oid, ObjectIdGetDatum(ref->head_seq),
-							Int64GetDatum(next), BoolGetDatum(false));
-		stream_run_as_end(save_nestlevel, save_userid, save_sec_context);
 		block = nextval_internal(ref->head_seq, false);
+		if (block + ref->head_interval <= next)
+		{
+			int			save_nestlevel;
+			Oid			save_userid;
+			int			save_sec_context;
+
+			ereport(LOG,
+					(errmsg("moving recorded head of stream table \"%s\" forward to " INT64_FORMAT,
+							stream_rel_name(ref->relid), next),
+					 errdetail("Head sequence \"%s\" gave block " INT64_FORMAT ", below numbers already in use.",
+							   stream_rel_name(ref->head_seq), block)));
+			stream_run_as(stream_catalog_owner(), &save_nestlevel, &save_userid,
+						  &save_sec_context);
+			DirectFunctionCall3(setval3_oid, ObjectIdGetDatum(ref->head_seq),
+								Int64GetDatum(next), BoolGetDatum(false));
+			stream_run_as_end(save_nestlevel, save_userid, save_sec_context);
+			block = nextval_internal(ref->head_seq, false);
+		}
+		stream_counter_extend(ref, block, block + ref->head_interval);
 	}
-	stream_counter_extend(ref, block, block + ref->head_interval);
 
 	UnlockRelationOid(ref->head_seq, ShareUpdateExclusiveLock);
 }
 
 /*
- * stream_take_numbers
- *		Reserve up to "count" consecutive numbers for the current
- *		transaction (see stream_reserve), starting the counter or refilling
- *		its block as shmem.c asks.  Returns how many; the first is in *lo,
- *		the reservation's time (see stream_reserve) in *numbered_at.
+ * stream_try_take_numbers
+ *		Reserve "count" consecutive numbers for the current transaction (see
+ *		stream_reserve), the first in *lo and the reservation's time in
+ *		*numbered_at, without any catalog work: false when some is needed
+ *		first (stream_prepare_numbers), as it may be again after another
+ *		transaction took numbers meanwhile.  "logger" writes the record that
+ *		tells standbys, if given.
  */
-int64
+bool
+stream_try_take_numbers(StreamRef *ref, int64 count, bool have_entry,
+						int64 *lo, TimestampTz *numbered_at,
+						StreamReservationLogger logger, void *logger_arg)
+{
+	return stream_reserve(ref, count, have_entry, lo, numbered_at, logger,
+						  logger_arg) == RESERVE_DONE;
+}
+
+/*
+ * stream_prepare_numbers
+ *		The catalog work a reservation of "count" numbers needs first:
+ *		start the counter, record blocks enough for them, raise the time
+ *		floor.  Done when stream_reserve says nothing is missing.
+ */
+void
+stream_prepare_numbers(StreamRef *ref, int64 count)
+{
+	int64		next;
+	int64		block_end;
+
+	if (!stream_counter_read(ref, &next, &block_end))
+		(void) stream_start_counter(ref);
+	if (stream_counter_read(ref, &next, &block_end) &&
+		block_end - next < count)
+		refill_block(ref, count);
+	if (ref->time_attnum != InvalidAttrNumber && !stream_time_floor_known(ref))
+		stream_raise_time_floor(ref);
+}
+
+/*
+ * stream_take_numbers
+ *		Reserve "count" consecutive numbers for the current transaction (see
+ *		stream_reserve), doing the catalog work it asks for first.  The
+ *		first is in *lo, the reservation's time in *numbered_at.
+ */
+void
 stream_take_numbers(StreamRef *ref, int64 count, bool have_entry, int64 *lo,
 					TimestampTz *numbered_at)
 {
-	for (;;)
-	{
-		int64		reserved;
-
-		switch (stream_reserve(ref, count, have_entry, lo, &reserved,
-							   numbered_at))
-		{
-			case RESERVE_DONE:
-				return reserved;
-			case RESERVE_NEEDS_START:
-				(void) stream_start_counter(ref);
-				break;
-			case RESERVE_NEEDS_BLOCK:
-				refill_block(ref);
-				break;
-			case RESERVE_NEEDS_TIME_FLOOR:
-				stream_raise_time_floor(ref);
-				break;
-		}
-	}
+	while (!stream_try_take_numbers(ref, count, have_entry, lo, numbered_at,
+									NULL, NULL))
+		stream_prepare_numbers(ref, count);
 }
 
 /*
@@ -328,7 +345,7 @@ stream_counter_raise(StreamRef *ref, int64 number)
 	 * above it even if the newest rows are deleted.
 	 */
 	if (stream_counter_read(ref, &next, &block_end) && next >= block_end)
-		refill_block(ref);
+		refill_block(ref, 1);
 }
 
 /*

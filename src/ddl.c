@@ -56,8 +56,9 @@
 #include "shmem.h"
 #include "catalog.h"
 #include "partition.h"
-#include "assign.h"
+#include "xactstate.h"
 #include "lifecycle.h"
+#include "commit.h"
 
 PG_FUNCTION_INFO_V1(stream_seq_on_sql_drop);
 PG_FUNCTION_INFO_V1(stream_seq_on_ddl_end);
@@ -301,6 +302,9 @@ stream_seq_on_sql_drop(PG_FUNCTION_ARGS)
 		}
 		relid = get_relname_relid(trigger->table,
 								  get_namespace_oid(trigger->schema, true));
+		/* what 0.7.0 does without (upgrade_write_path() drops them) */
+		if (OidIsValid(relid) && stream_trigger_obsolete(relid, trigger->name))
+			continue;
 		if (OidIsValid(relid) && get_rel_relispartition(relid) &&
 			OidIsValid(stream_root_of(relid)))
 			ereport(ERROR,
@@ -397,12 +401,12 @@ check_time_column(Relation rel, AttrNumber attnum)
 				 errmsg("cannot change the type of time column \"%s\" of stream table \"%s\"",
 						NameStr(att->attname), RelationGetRelationName(rel)),
 				 errhint("Run stream_seq.disable() first.")));
-	if (att->attnotnull || att->atthasdef)
+	if (att->attnotnull || !stream_default_is_placeholder(rel, attnum, true))
 		ereport(ERROR,
 				(errcode(ERRCODE_INVALID_TABLE_DEFINITION),
-				 errmsg("time column \"%s\" of stream table \"%s\" cannot have NOT NULL or a default",
+				 errmsg("time column \"%s\" of stream table \"%s\" cannot have NOT NULL or a default of its own",
 						NameStr(att->attname), RelationGetRelationName(rel)),
-				 errdetail("The time column is written at commit, with the number; rows hold NULL until then.")));
+				 errdetail("The time column is written at commit, with the number; rows hold the placeholder -infinity (the default stream_seq gives the column) or NULL until then.")));
 	values[0] = ObjectIdGetDatum(RelationGetRelid(rel));
 	values[1] = CStringGetTextDatum(NameStr(att->attname));
 	if (stream_catalog_exec("UPDATE stream_seq.stream SET time_column = $2::pg_catalog.name "
@@ -450,6 +454,79 @@ command_drops(CollectedCommand *cmd)
 }
 
 /*
+ * check_placeholder_indexes
+ *		A stream table whose rows hold the placeholders until commit (its
+ *		stream column has the placeholder default) must not have a unique or
+ *		exclusion index that takes such rows: every two would conflict.  An
+ *		index that takes them otherwise (an index on the column without the
+ *		predicate "seq > 0") keeps rows from being numbered in place, which
+ *		a warning says.  Partitions are checked as they are created
+ *		(PostgreSQL creates their indexes through this too).
+ */
+static void
+check_placeholder_indexes(Relation rel, AttrNumber attnum,
+						  AttrNumber time_attnum)
+{
+	List	   *indexes;
+	ListCell   *lc;
+
+	if (!TupleDescAttr(RelationGetDescr(rel), attnum - 1)->atthasdef)
+		return;					/* rows are stored with NULL */
+	indexes = RelationGetIndexList(rel);
+	foreach(lc, indexes)
+	{
+		Relation	index = index_open(lfirst_oid(lc), AccessShareLock);
+		char	   *column = NameStr(TupleDescAttr(RelationGetDescr(rel), attnum - 1)->attname);
+
+		if (stream_index_admits_placeholder(index, attnum, time_attnum))
+		{
+			Oid			stream = rel->rd_rel->relispartition ?
+				stream_root_of(RelationGetRelid(rel)) : InvalidOid;
+
+			if ((index->rd_index->indisunique || index->rd_index->indisexclusion) &&
+				OidIsValid(stream))
+				ereport(ERROR,
+						(errcode(ERRCODE_INVALID_OBJECT_DEFINITION),
+						 errmsg("index \"%s\" of partition \"%s\" of stream table \"%s\" takes rows before they are numbered",
+								RelationGetRelationName(index), RelationGetRelationName(rel),
+								stream_rel_name(stream)),
+						 errdetail("Rows hold the placeholder 0 in column \"%s\" until their transaction commits; any two of them would conflict in this index.",
+								   column),
+						 errhint("Add WHERE %s > 0 to the index.", quote_identifier(column))));
+			if (index->rd_index->indisunique || index->rd_index->indisexclusion)
+				ereport(ERROR,
+						(errcode(ERRCODE_INVALID_OBJECT_DEFINITION),
+						 errmsg("index \"%s\" of stream table \"%s\" takes rows before they are numbered",
+								RelationGetRelationName(index), RelationGetRelationName(rel)),
+						 errdetail("Rows hold the placeholder 0 in column \"%s\" until their transaction commits; any two of them would conflict in this index.",
+								   column),
+						 errhint("Add WHERE %s > 0 to the index.", quote_identifier(column))));
+			if (OidIsValid(stream))
+				ereport(WARNING,
+						(errcode(ERRCODE_WARNING),
+						 errmsg("rows of partition \"%s\" of stream table \"%s\" are numbered by an update while index \"%s\" exists",
+								RelationGetRelationName(rel), stream_rel_name(stream),
+								RelationGetRelationName(index)),
+						 errdetail("The index takes rows before they are numbered (with the placeholder 0 in column \"%s\"); numbering them in place would leave its entries behind.",
+								   column),
+						 errhint("Add WHERE %s > 0 to the index, so that rows are numbered in place.",
+								 quote_identifier(column))));
+			else
+				ereport(WARNING,
+						(errcode(ERRCODE_WARNING),
+						 errmsg("rows of stream table \"%s\" are numbered by an update while index \"%s\" exists",
+								RelationGetRelationName(rel), RelationGetRelationName(index)),
+						 errdetail("The index takes rows before they are numbered (with the placeholder 0 in column \"%s\"); numbering them in place would leave its entries behind.",
+								   column),
+						 errhint("Add WHERE %s > 0 to the index, so that rows are numbered in place.",
+								 quote_identifier(column))));
+		}
+		index_close(index, AccessShareLock);
+	}
+	list_free(indexes);
+}
+
+/*
  * check_stream_table
  *		After DDL "cmd" on a stream table: follow a renamed column; refuse
  *		what would break the stream (NOT NULL or a default on the column,
@@ -488,12 +565,12 @@ check_stream_table(Oid relid, CollectedCommand *cmd)
 				 errmsg("cannot change the type of column \"%s\" of stream table \"%s\"",
 						NameStr(att->attname), relname),
 				 errhint("Run stream_seq.disable() first.")));
-	if (att->attnotnull || att->atthasdef)
+	if (att->attnotnull || !stream_default_is_placeholder(rel, attnum, false))
 		ereport(ERROR,
 				(errcode(ERRCODE_INVALID_TABLE_DEFINITION),
-				 errmsg("column \"%s\" of stream table \"%s\" cannot have NOT NULL or a default",
+				 errmsg("column \"%s\" of stream table \"%s\" cannot have NOT NULL or a default of its own",
 						NameStr(att->attname), relname),
-				 errdetail("Stream numbers are assigned at commit; rows hold NULL until then.")));
+				 errdetail("Stream numbers are assigned at commit; rows hold the placeholder 0 (the default stream_seq gives the column) or NULL until then.")));
 	if (rel->rd_rel->relpersistence != RELPERSISTENCE_PERMANENT)
 		ereport(ERROR,
 				(errcode(ERRCODE_FEATURE_NOT_SUPPORTED),
@@ -503,7 +580,7 @@ check_stream_table(Oid relid, CollectedCommand *cmd)
 	{
 		Trigger    *trigger = &rel->trigdesc->triggers[i];
 
-		if (stream_trigger_disabled(trigger))
+		if (stream_trigger_disabled(RelationGetRelid(rel), trigger))
 			ereport(ERROR,
 					(errcode(ERRCODE_OBJECT_NOT_IN_PREREQUISITE_STATE),
 					 errmsg("cannot disable the triggers of stream table \"%s\"", relname),
@@ -512,6 +589,10 @@ check_stream_table(Oid relid, CollectedCommand *cmd)
 	}
 	stream_check_no_deferrable_index(rel);
 	stream_check_written_columns_free(rel, attnum, time_attnum);
+	check_placeholder_indexes(rel, attnum, time_attnum);
+	stream_set_placeholder_defaults(relid, attnum,
+									time_attnum != InvalidAttrNumber ?
+									get_attname(relid, time_attnum, false) : NULL);
 	if (OidIsValid(stream_unique_index(relid, attnum)))
 		stream_protect_index(relid, attnum);
 	else if (command_drops(cmd))
@@ -704,29 +785,42 @@ check_trigger(Oid trigid, CommandTag tag)
 /*
  * stream_index_created
  *		After CREATE INDEX "stmt" (ProcessUtility): an index on a stream
- *		table may be the unique index of its column that a restore creates
- *		after the stream's triggers (a parallel pg_restore runs them in
- *		either order); give it the protection of stream_protect_index.
+ *		table or on one of its partitions that would take the placeholder
+ *		is refused or warned of (check_placeholder_indexes); an index on a
+ *		stream table may be the unique index of its column that a restore
+ *		creates after the stream's triggers (a parallel pg_restore runs them
+ *		in either order): give it the protection of stream_protect_index.
  *		Costs a syscache lookup for a table that is not a stream.
  */
 static void
 stream_index_created(IndexStmt *stmt)
 {
 	Oid			relid;
+	Oid			stream;
 	Relation	rel;
 	AttrNumber	attnum;
+	AttrNumber	time_attnum;
 
 	if (creating_extension || !IsTransactionState() || stmt->relation == NULL ||
 		!OidIsValid(stream_namespace(true)))
 		return;
 	relid = RangeVarGetRelid(stmt->relation, NoLock, true);
-	if (!OidIsValid(relid) || !stream_table_has_triggers(relid) ||
-		!stream_catalog_has(relid))
+	if (!OidIsValid(relid) || !stream_table_has_triggers(relid))
+		return;
+	if (stream_catalog_has(relid))
+		stream = relid;
+	else if (get_rel_relispartition(relid))
+		stream = stream_root_of(relid);
+	else
+		return;
+	if (!OidIsValid(stream))
 		return;
 	rel = relation_open(relid, AccessShareLock);
-	attnum = stream_guard_column(rel);
-	relation_close(rel, AccessShareLock);
+	attnum = guard_columns(rel, &time_attnum);
 	if (attnum != InvalidAttrNumber)
+		check_placeholder_indexes(rel, attnum, time_attnum);
+	relation_close(rel, AccessShareLock);
+	if (attnum != InvalidAttrNumber && stream == relid)
 		stream_protect_index(relid, attnum);
 }
 
@@ -805,7 +899,7 @@ check_partition_commands(Oid stream, CollectedCommand *cmd)
 		else
 		{
 			stream_partition_detached(stream, relid);
-			stream_partition_detached_end(relid);
+			stream_partition_detached_end(stream, relid);
 		}
 	}
 }

@@ -231,7 +231,7 @@ stream_seq_create_group(PG_FUNCTION_ARGS)
 	}
 	stream_caller_exec(psprintf("CREATE INDEX %s ON %s "
 								"((stream_seq.slot_of((%s)::pg_catalog.text, %d)), %s) "
-								"WHERE %s IS NOT NULL",
+								"WHERE %s > 0",
 								quote_identifier(index_name), table, key, slots,
 								quote_identifier(column), quote_identifier(column)),
 					   0, NULL, NULL);

@@ -21,23 +21,30 @@
 #include "access/genam.h"
 #include "access/htup_details.h"
 #include "access/relation.h"
+#include "access/stratnum.h"
 #include "access/table.h"
 #include "access/xact.h"
 #include "catalog/catalog.h"
 #include "catalog/dependency.h"
 #include "catalog/index.h"
 #include "catalog/namespace.h"
+#include "catalog/pg_am.h"
+#include "catalog/pg_attrdef.h"
 #include "catalog/pg_class.h"
 #include "catalog/pg_depend.h"
 #include "catalog/pg_inherits.h"
+#include "catalog/pg_opfamily.h"
 #include "catalog/pg_trigger.h"
 #include "catalog/pg_type.h"
+#include "commands/defrem.h"
 #include "commands/trigger.h"
 #include "executor/spi.h"
 #include "fmgr.h"
 #include "miscadmin.h"
+#include "nodes/makefuncs.h"
 #include "nodes/primnodes.h"
 #include "optimizer/optimizer.h"
+#include "rewrite/rewriteHandler.h"
 #include "storage/lmgr.h"
 #include "utils/acl.h"
 #include "utils/builtins.h"
@@ -56,7 +63,10 @@
 #include "consumer.h"
 #include "resize.h"
 #include "partition.h"
-#include "assign.h"
+#include "pagewrite.h"
+#include "xactstate.h"
+#include "capture.h"
+#include "commit.h"
 
 PG_FUNCTION_INFO_V1(stream_seq_enable);
 PG_FUNCTION_INFO_V1(stream_seq_disable);
@@ -194,7 +204,7 @@ check_enable_partitions(Oid relid)
  *		default of its own.
  */
 static void
-check_partition_columns(Oid relid, const char *column)
+check_partition_columns(Oid relid, const char *column, bool time)
 {
 	List	   *parts = find_all_inheritors(relid, NoLock, NULL);
 	ListCell   *lc;
@@ -205,6 +215,8 @@ check_partition_columns(Oid relid, const char *column)
 		AttrNumber	attnum = get_attnum(part, column);
 		HeapTuple	tuple;
 		Form_pg_attribute att;
+		Relation	rel;
+		bool		bad;
 
 		if (part == relid || attnum == InvalidAttrNumber)
 			continue;
@@ -213,13 +225,17 @@ check_partition_columns(Oid relid, const char *column)
 		if (!HeapTupleIsValid(tuple))
 			continue;
 		att = (Form_pg_attribute) GETSTRUCT(tuple);
-		if (att->atthasdef || att->attnotnull)
+		bad = att->attnotnull;
+		ReleaseSysCache(tuple);
+		rel = relation_open(part, NoLock);
+		bad = bad || !stream_default_is_placeholder(rel, attnum, time);
+		relation_close(rel, NoLock);
+		if (bad)
 			ereport(ERROR,
 					(errcode(ERRCODE_INVALID_TABLE_DEFINITION),
 					 errmsg("column \"%s\" of partition \"%s\" has NOT NULL or a default",
 							column, stream_rel_name(part)),
-					 errdetail("Stream numbers are assigned at commit; rows hold NULL until then.")));
-		ReleaseSysCache(tuple);
+					 errdetail("Stream numbers are assigned at commit; stream_seq gives the column a default of its own.")));
 	}
 }
 
@@ -377,8 +393,9 @@ stream_check_written_columns_free(Relation rel, AttrNumber attnum,
 /*
  * stream_unique_index
  *		The unique index on the stream column that readers and the counter
- *		use: one key column, no expression, and no predicate or just
- *		"column IS NOT NULL".  InvalidOid if there is none.  On a
+ *		use: a btree index with one key column, no expression, and no
+ *		predicate or one that selects the numbered rows
+ *		(stream_predicate_is_numbered).  InvalidOid if there is none.  On a
  *		partitioned table the index cannot be unique (it would have to
  *		contain the partition key); any such partitioned index will do, as
  *		stream_seq itself keeps the numbers unique (see partition.c).
@@ -400,15 +417,12 @@ stream_unique_index(Oid relid, AttrNumber attnum)
 
 		if ((form->indisunique || partitioned) &&
 			(form->indisvalid || partitioned) &&
+			index->rd_rel->relam == BTREE_AM_OID &&
 			form->indnkeyatts == 1 && form->indkey.values[0] == attnum &&
 			RelationGetIndexExpressions(index) == NIL)
 		{
 			pred = RelationGetIndexPredicate(index);
-			if (pred == NIL ||
-				(list_length(pred) == 1 && IsA(linitial(pred), NullTest) &&
-				 ((NullTest *) linitial(pred))->nulltesttype == IS_NOT_NULL &&
-				 IsA(((NullTest *) linitial(pred))->arg, Var) &&
-				 ((Var *) ((NullTest *) linitial(pred))->arg)->varattno == attnum))
+			if (pred == NIL || stream_predicate_is_numbered(pred, attnum))
 				result = RelationGetRelid(index);
 		}
 		index_close(index, AccessShareLock);
@@ -420,12 +434,11 @@ stream_unique_index(Oid relid, AttrNumber attnum)
 }
 
 /*
- * trigger_depends_on_index
- *		Whether trigger "trigger" already depends on an index (the one
- *		stream_protect_index gave it).
+ * trigger_depends_on
+ *		Whether trigger "trigger" already depends on relation "index".
  */
 static bool
-trigger_depends_on_index(Oid trigger)
+trigger_depends_on(Oid trigger, Oid index)
 {
 	Relation	depend = table_open(DependRelationId, AccessShareLock);
 	ScanKeyData key[2];
@@ -441,12 +454,9 @@ trigger_depends_on_index(Oid trigger)
 	while (!found && HeapTupleIsValid(tuple = systable_getnext(scan)))
 	{
 		Form_pg_depend form = (Form_pg_depend) GETSTRUCT(tuple);
-		char		relkind;
 
-		if (form->refclassid != RelationRelationId || form->refobjsubid != 0)
-			continue;
-		relkind = get_rel_relkind(form->refobjid);
-		found = relkind == RELKIND_INDEX || relkind == RELKIND_PARTITIONED_INDEX;
+		found = form->refclassid == RelationRelationId &&
+			form->refobjid == index && form->refobjsubid == 0;
 	}
 	systable_endscan(scan);
 	table_close(depend, AccessShareLock);
@@ -455,35 +465,41 @@ trigger_depends_on_index(Oid trigger)
 
 /*
  * stream_protect_index
- *		Make the stream's assignment trigger depend on the unique index of
- *		its column, so that PostgreSQL itself refuses DROP INDEX of it (and
- *		DROP INDEX ... CASCADE drops the trigger, which the sql_drop event
- *		trigger refuses).  Called by enable(), and, since pg_dump does not
- *		carry such dependencies, whenever a restore may have brought the
- *		trigger and the index back: when the trigger is created, when an
- *		index is created on the table, and after ALTER TABLE (which creates
- *		the index of a UNIQUE or PRIMARY KEY constraint).  A parallel
- *		pg_restore creates the trigger and the index in either order, so
- *		whichever comes second records the dependency.  Does nothing while
- *		the trigger or the index is missing, or once the trigger depends on
- *		an index.
+ *		Make the stream's guard trigger depend on the unique index of its
+ *		column and on its capture index, so that PostgreSQL itself refuses
+ *		DROP INDEX of either (and DROP INDEX ... CASCADE drops the trigger,
+ *		which the sql_drop event trigger refuses).  Called by enable(), and,
+ *		since pg_dump does not carry such dependencies, whenever a restore
+ *		may have brought the trigger and the indexes back: when the trigger
+ *		is created, when an index is created on the table, and after ALTER
+ *		TABLE (which creates the index of a UNIQUE or PRIMARY KEY
+ *		constraint).  A parallel pg_restore creates them in any order, so
+ *		whichever comes last records the dependency.  Does nothing while
+ *		the trigger or an index is missing, or for a dependency already
+ *		there.
  */
 void
 stream_protect_index(Oid relid, AttrNumber attnum)
 {
-	Oid			trigger = get_trigger_oid(relid, "stream_seq_assign", true);
-	Oid			index;
-	ObjectAddress depender;
-	ObjectAddress referenced;
+	Oid			trigger = get_trigger_oid(relid, "stream_seq_guard", true);
+	Oid			indexes[2];
+	int			i;
 
-	if (!OidIsValid(trigger) || trigger_depends_on_index(trigger))
+	if (!OidIsValid(trigger))
 		return;
-	index = stream_unique_index(relid, attnum);
-	if (!OidIsValid(index))
-		return;
-	ObjectAddressSet(depender, TriggerRelationId, trigger);
-	ObjectAddressSet(referenced, RelationRelationId, index);
-	recordDependencyOn(&depender, &referenced, DEPENDENCY_NORMAL);
+	indexes[0] = stream_unique_index(relid, attnum);
+	indexes[1] = stream_capture_index(relid);
+	for (i = 0; i < 2; i++)
+	{
+		ObjectAddress depender;
+		ObjectAddress referenced;
+
+		if (!OidIsValid(indexes[i]) || trigger_depends_on(trigger, indexes[i]))
+			continue;
+		ObjectAddressSet(depender, TriggerRelationId, trigger);
+		ObjectAddressSet(referenced, RelationRelationId, indexes[i]);
+		recordDependencyOn(&depender, &referenced, DEPENDENCY_NORMAL);
+	}
 }
 
 /*
@@ -598,6 +614,9 @@ prepare_column(Oid relid, const char *column)
 	HeapTuple	tuple;
 	Form_pg_attribute att;
 	char	   *relname = get_rel_name(relid);
+	Relation	rel;
+	bool		placeholder;
+	bool		notnull;
 
 	if (attnum == InvalidAttrNumber)
 	{
@@ -628,14 +647,19 @@ prepare_column(Oid relid, const char *column)
 				 errmsg("column \"%s\" of table \"%s\" is an identity or generated column",
 						column, relname),
 				 errhint("Drop the identity or generation expression first.")));
-	if (att->atthasdef)
+	notnull = att->attnotnull;
+	ReleaseSysCache(tuple);
+	rel = relation_open(relid, NoLock);
+	placeholder = stream_default_is_placeholder(rel, attnum, false);
+	relation_close(rel, NoLock);
+	if (!placeholder)
 		ereport(ERROR,
 				(errcode(ERRCODE_INVALID_TABLE_DEFINITION),
 				 errmsg("column \"%s\" of table \"%s\" has a default", column, relname),
-				 errdetail("Stream numbers are assigned at commit; rows hold NULL until then."),
+				 errdetail("Stream numbers are assigned at commit; stream_seq gives the column a default of its own, the placeholder 0."),
 				 errhint("Run ALTER TABLE %s ALTER COLUMN %s DROP DEFAULT first.",
 						 qualified_name(relid), quote_identifier(column))));
-	if (att->attnotnull)
+	if (notnull)
 		ereport(ERROR,
 				(errcode(ERRCODE_INVALID_TABLE_DEFINITION),
 				 errmsg("column \"%s\" of table \"%s\" does not allow nulls",
@@ -643,7 +667,6 @@ prepare_column(Oid relid, const char *column)
 				 errdetail("Stream numbers are assigned at commit; rows hold NULL until then."),
 				 errhint("Run ALTER TABLE %s ALTER COLUMN %s DROP NOT NULL first (a primary key on it must be dropped too).",
 						 qualified_name(relid), quote_identifier(column))));
-	ReleaseSysCache(tuple);
 	return attnum;
 }
 
@@ -662,6 +685,8 @@ prepare_time_column(Oid relid, const char *column, const char *seq_column)
 	HeapTuple	tuple;
 	Form_pg_attribute att;
 	char	   *relname = get_rel_name(relid);
+	Relation	rel;
+	bool		bad;
 
 	if (strcmp(column, seq_column) == 0)
 		ereport(ERROR,
@@ -689,14 +714,18 @@ prepare_time_column(Oid relid, const char *column, const char *seq_column)
 				(errcode(ERRCODE_DATATYPE_MISMATCH),
 				 errmsg("column \"%s\" of table \"%s\" is of type %s, not timestamp with time zone",
 						column, relname, format_type_be(att->atttypid))));
-	if (att->attidentity != '\0' || att->attgenerated != '\0' ||
-		att->atthasdef || att->attnotnull)
+	bad = att->attidentity != '\0' || att->attgenerated != '\0' ||
+		att->attnotnull;
+	ReleaseSysCache(tuple);
+	rel = relation_open(relid, NoLock);
+	bad = bad || !stream_default_is_placeholder(rel, attnum, true);
+	relation_close(rel, NoLock);
+	if (bad)
 		ereport(ERROR,
 				(errcode(ERRCODE_INVALID_TABLE_DEFINITION),
 				 errmsg("column \"%s\" of table \"%s\" has NOT NULL, a default or a generation expression",
 						column, relname),
-				 errdetail("The time column is written at commit, with the number; rows hold NULL until then.")));
-	ReleaseSysCache(tuple);
+				 errdetail("The time column is written at commit, with the number; stream_seq gives it a default of its own, the placeholder -infinity.")));
 }
 
 /*
@@ -753,6 +782,221 @@ check_times_rising(Oid relid, const char *column, const char *time_column)
 }
 
 /*
+ * stream_create_capture_index
+ *		The index of access method stream_seq_capture that captures the
+ *		rows stored into the table for the commit-time write (capture.c):
+ *		on the stream column and the time column, whose values it checks.
+ *		On a partitioned table a partitioned index, which PostgreSQL
+ *		creates on every partition, now and later.
+ */
+void
+stream_create_capture_index(Oid relid, const char *column, const char *time_column)
+{
+	char	   *name = ChooseRelationName(get_rel_name(relid), NULL,
+										  "stream_seq_capture",
+										  get_rel_namespace(relid), false);
+
+	stream_caller_exec(psprintf("CREATE INDEX %s ON %s USING stream_seq_capture (%s%s%s)",
+						   quote_identifier(name), qualified_name(relid),
+						   quote_identifier(column),
+						   time_column != NULL ? ", " : "",
+						   time_column != NULL ? quote_identifier(time_column) : ""),
+					   0, NULL, NULL);
+	CommandCounterIncrement();
+}
+
+/*
+ * stream_conflicting_placeholder_index
+ *		A unique or exclusion index of table "relid" (a stream table or a
+ *		partition, with the stream column "column" and the time column
+ *		"time_column") that takes rows holding the placeholders: two such
+ *		rows would conflict in it.  InvalidOid if there is none.
+ */
+Oid
+stream_conflicting_placeholder_index(Oid relid, const char *column,
+									 const char *time_column)
+{
+	Relation	rel = relation_open(relid, AccessShareLock);
+	List	   *indexes = RelationGetIndexList(rel);
+	AttrNumber	seq = get_attnum(relid, column);
+	AttrNumber	at = time_column != NULL ? get_attnum(relid, time_column) :
+		InvalidAttrNumber;
+	ListCell   *lc;
+	Oid			result = InvalidOid;
+
+	foreach(lc, indexes)
+	{
+		Relation	index = index_open(lfirst_oid(lc), AccessShareLock);
+
+		if ((index->rd_index->indisunique || index->rd_index->indisexclusion) &&
+			stream_index_admits_placeholder(index, seq, at))
+			result = RelationGetRelid(index);
+		index_close(index, AccessShareLock);
+		if (OidIsValid(result))
+			break;
+	}
+	list_free(indexes);
+	relation_close(rel, AccessShareLock);
+	return result;
+}
+
+/*
+ * placeholder_default
+ *		The default of the stream column: a bigint constant ('0'::bigint
+ *		in \d and pg_dump).  Not what "DEFAULT 0" stores (an int4 constant
+ *		cast to bigint): the planner would fold that cast in every INSERT
+ *		it plans.
+ */
+static Node *
+placeholder_default(void)
+{
+	return (Node *) makeConst(INT8OID, -1, InvalidOid, sizeof(int64),
+							  Int64GetDatum(STREAM_SEQ_PLACEHOLDER),
+							  false, FLOAT8PASSBYVAL);
+}
+
+/*
+ * stream_set_placeholder_defaults
+ *		Give the stream column (and the time column) of table "relid" the
+ *		defaults that put the placeholders into stored rows, the room the
+ *		commit-time write writes the number (and the time) into; those of
+ *		its partitions too (a partition made later copies them; one
+ *		attached later gets them when ddl.c calls this after ALTER TABLE).
+ *		A table that has them is not locked.  Only when the stream's
+ *		unique index leaves such rows out (its predicate excludes 0): an
+ *		index without a predicate (a UNIQUE column the table had) would
+ *		find every placeholder a duplicate; such a table's rows are stored
+ *		with NULL and numbered by an update.  A column that has a default
+ *		keeps it.
+ *
+ *		Stored as ALTER TABLE ... SET DEFAULT stores them, but under the
+ *		ShareRowExclusiveLock the caller holds (enable(), an update of the
+ *		extension): a default concerns writers only, which that lock keeps
+ *		out (PostgreSQL takes AccessExclusiveLock, noting that
+ *		ShareRowExclusiveLock would do); readers go on.
+ */
+void
+stream_set_placeholder_defaults(Oid relid, AttrNumber attnum,
+								const char *time_column)
+{
+	Oid			index = stream_unique_index(relid, attnum);
+	List	   *tables;
+	ListCell   *lc;
+	char	   *column = get_attname(relid, attnum, false);
+	Relation	rel;
+	bool		excludes;
+
+	if (!OidIsValid(index))
+		return;
+	rel = index_open(index, AccessShareLock);
+	excludes = stream_predicate_excludes_placeholder(RelationGetIndexPredicate(rel),
+											  rel->rd_index->indkey.values[0]);
+	index_close(rel, AccessShareLock);
+	if (!excludes)
+		return;
+
+	/* no unique or exclusion index may take two placeholders */
+	tables = find_all_inheritors(relid, NoLock, NULL);
+	foreach(lc, tables)
+	{
+		if (stream_conflicting_placeholder_index(lfirst_oid(lc), column,
+												 time_column) != InvalidOid)
+			return;
+	}
+
+	foreach(lc, tables)
+	{
+		AttrNumber	seq = get_attnum(lfirst_oid(lc), column);
+		AttrNumber	at = time_column != NULL ?
+			get_attnum(lfirst_oid(lc), time_column) : InvalidAttrNumber;
+
+		rel = table_open(lfirst_oid(lc), AccessShareLock);
+		if ((seq == InvalidAttrNumber ||
+			 TupleDescAttr(RelationGetDescr(rel), seq - 1)->atthasdef) &&
+			(at == InvalidAttrNumber ||
+			 TupleDescAttr(RelationGetDescr(rel), at - 1)->atthasdef))
+		{
+			table_close(rel, AccessShareLock);
+			continue;			/* has them */
+		}
+		table_close(rel, AccessShareLock);
+		rel = table_open(lfirst_oid(lc), ShareRowExclusiveLock);
+		if (seq != InvalidAttrNumber &&
+			!TupleDescAttr(RelationGetDescr(rel), seq - 1)->atthasdef)
+			(void) stream_store_attr_default(rel, seq, placeholder_default());
+		if (at != InvalidAttrNumber &&
+			!TupleDescAttr(RelationGetDescr(rel), at - 1)->atthasdef)
+			(void) stream_store_attr_default(rel, at,
+											 (Node *) makeConst(TIMESTAMPTZOID, -1, InvalidOid,
+																sizeof(TimestampTz),
+																TimestampTzGetDatum(STREAM_TIME_PLACEHOLDER),
+																false, FLOAT8PASSBYVAL));
+		table_close(rel, NoLock);
+	}
+	CommandCounterIncrement();
+}
+
+/*
+ * create_stream_triggers
+ *		The triggers enable() gives a stream table: with "capture" (the SQL
+ *		objects of 0.7.0 and later), the guards of UPDATE, the TRUNCATE
+ *		trigger and the replica trigger (for UPDATE); without it, those of
+ *		the installed earlier version (guard.c numbers through them).
+ */
+static void
+create_stream_triggers(Oid relid, const char *column, const char *time_column,
+					   bool capture)
+{
+	char	   *table = qualified_name(relid);
+
+	/* UPDATE OF lists the stream column first (ddl.c follows renames) */
+	stream_caller_exec(psprintf("CREATE TRIGGER stream_seq_guard BEFORE %sUPDATE OF %s%s%s ON %s "
+						   "FOR EACH ROW EXECUTE FUNCTION stream_seq.guard_trigger()",
+						   capture ? "" : "INSERT OR ",
+						   quote_identifier(column),
+						   time_column != NULL ? ", " : "",
+						   time_column != NULL ? quote_identifier(time_column) : "",
+						   table), 0, NULL, NULL);
+	if (!capture)
+		stream_caller_exec(psprintf("CREATE CONSTRAINT TRIGGER stream_seq_assign AFTER INSERT ON %s "
+							   "DEFERRABLE INITIALLY DEFERRED "
+							   "FOR EACH ROW EXECUTE FUNCTION stream_seq.assign_trigger()",
+							   table), 0, NULL, NULL);
+	/* an event only for rows whose number or time an UPDATE changed */
+	if (stream_trigger_function_installed("guard_update_trigger"))
+		stream_caller_exec(psprintf("CREATE TRIGGER stream_seq_guard_update AFTER UPDATE ON %s "
+							   "FOR EACH ROW WHEN (OLD.%s IS DISTINCT FROM NEW.%s%s%s%s%s) "
+							   "EXECUTE FUNCTION stream_seq.guard_update_trigger()",
+							   table, quote_identifier(column), quote_identifier(column),
+							   time_column != NULL ? " OR OLD." : "",
+							   time_column != NULL ? quote_identifier(time_column) : "",
+							   time_column != NULL ? " IS DISTINCT FROM NEW." : "",
+							   time_column != NULL ? quote_identifier(time_column) : ""),
+						   0, NULL, NULL);
+	/* 0.6.0: an event only for rows inserted with a number or a time */
+	if (!capture && stream_trigger_function_installed("guard_insert_trigger"))
+		stream_caller_exec(psprintf("CREATE TRIGGER stream_seq_guard_insert AFTER INSERT ON %s "
+							   "FOR EACH ROW WHEN (NEW.%s IS NOT NULL%s%s%s) "
+							   "EXECUTE FUNCTION stream_seq.guard_insert_trigger()",
+							   table, quote_identifier(column),
+							   time_column != NULL ? " OR NEW." : "",
+							   time_column != NULL ? quote_identifier(time_column) : "",
+							   time_column != NULL ? " IS NOT NULL" : ""),
+						   0, NULL, NULL);
+	stream_caller_exec(psprintf("CREATE TRIGGER stream_seq_truncate BEFORE TRUNCATE ON %s "
+						   "FOR EACH STATEMENT EXECUTE FUNCTION stream_seq.truncate_trigger()",
+						   table), 0, NULL, NULL);
+	if (stream_trigger_function_installed("replica_trigger"))
+	{
+		stream_caller_exec(psprintf("CREATE TRIGGER stream_seq_replica BEFORE %sUPDATE ON %s "
+							   "FOR EACH ROW EXECUTE FUNCTION stream_seq.replica_trigger()",
+							   capture ? "" : "INSERT OR ", table), 0, NULL, NULL);
+		stream_caller_exec(psprintf("ALTER TABLE %s ENABLE REPLICA TRIGGER stream_seq_replica",
+							   table), 0, NULL, NULL);
+	}
+}
+
+/*
  * stream_seq_enable
  *		SQL: enable(stream regclass, seq_column name DEFAULT 'seq',
  *		time_column name DEFAULT NULL): make an ordinary table a stream
@@ -779,6 +1023,7 @@ stream_seq_enable(PG_FUNCTION_ARGS)
 	StreamRef  *ref;
 	bool		partitioned;
 	char	   *time_column = NULL;
+	bool		capture;
 
 	if (PG_ARGISNULL(0) || PG_ARGISNULL(1))
 		ereport(ERROR,
@@ -807,19 +1052,34 @@ stream_seq_enable(PG_FUNCTION_ARGS)
 
 	attnum = prepare_column(relid, column);
 	if (partitioned)
-		check_partition_columns(relid, column);
+		check_partition_columns(relid, column, false);
 	if (time_column != NULL)
 	{
 		prepare_time_column(relid, time_column, column);
 		if (partitioned)
-			check_partition_columns(relid, time_column);
+			check_partition_columns(relid, time_column, true);
 	}
+	/*
+	 * The capture index first, so that it sees a row before the unique
+	 * index (the executor goes by index OID) and refuses a number written
+	 * by hand before the unique index can call it a duplicate.  Under the
+	 * SQL objects of a version before 0.7.0 (this library is installed and
+	 * ALTER EXTENSION UPDATE has not run yet) there is no capture access
+	 * method: the stream gets the triggers of those versions (guard.c).
+	 * A capture index the table has already (a restore of the table alone,
+	 * pg_dump -t, brings it back) is kept: a second one would capture every
+	 * row twice.
+	 */
+	capture = OidIsValid(get_index_am_oid("stream_seq_capture", true));
+	if (capture && !OidIsValid(stream_capture_index(relid)))
+		stream_create_capture_index(relid, column, time_column);
 	if (!OidIsValid(stream_unique_index(relid, attnum)))
 	{
-		stream_caller_exec(psprintf("CREATE %sINDEX ON %s (%s) WHERE %s IS NOT NULL",
+		stream_caller_exec(psprintf("CREATE %sINDEX ON %s (%s) WHERE %s %s",
 							   partitioned ? "" : "UNIQUE ",
 							   table, quote_identifier(column),
-							   quote_identifier(column)), 0, NULL, NULL);
+							   quote_identifier(column),
+							   capture ? "> 0" : "IS NOT NULL"), 0, NULL, NULL);
 		CommandCounterIncrement();
 	}
 	if (partitioned)
@@ -867,49 +1127,9 @@ stream_seq_enable(PG_FUNCTION_ARGS)
 	head_seq = stream_create_head_sequence(relid, column, start,
 										   stream_seq_head_interval);
 
-	/* UPDATE OF lists the stream column first (ddl.c follows renames) */
-	stream_caller_exec(psprintf("CREATE TRIGGER stream_seq_guard BEFORE INSERT OR UPDATE OF %s%s%s ON %s "
-						   "FOR EACH ROW EXECUTE FUNCTION stream_seq.guard_trigger()",
-						   quote_identifier(column),
-						   time_column != NULL ? ", " : "",
-						   time_column != NULL ? quote_identifier(time_column) : "",
-						   table), 0, NULL, NULL);
-	stream_caller_exec(psprintf("CREATE CONSTRAINT TRIGGER stream_seq_assign AFTER INSERT ON %s "
-						   "DEFERRABLE INITIALLY DEFERRED "
-						   "FOR EACH ROW EXECUTE FUNCTION stream_seq.assign_trigger()",
-						   table), 0, NULL, NULL);
-	/* an event only for rows whose number or time an UPDATE changed */
-	if (stream_trigger_function_installed("guard_update_trigger"))
-		stream_caller_exec(psprintf("CREATE TRIGGER stream_seq_guard_update AFTER UPDATE ON %s "
-							   "FOR EACH ROW WHEN (OLD.%s IS DISTINCT FROM NEW.%s%s%s%s%s) "
-							   "EXECUTE FUNCTION stream_seq.guard_update_trigger()",
-							   table, quote_identifier(column), quote_identifier(column),
-							   time_column != NULL ? " OR OLD." : "",
-							   time_column != NULL ? quote_identifier(time_column) : "",
-							   time_column != NULL ? " IS DISTINCT FROM NEW." : "",
-							   time_column != NULL ? quote_identifier(time_column) : ""),
-						   0, NULL, NULL);
-	/* an event only for rows inserted with a number or a time */
-	if (stream_trigger_function_installed("guard_insert_trigger"))
-		stream_caller_exec(psprintf("CREATE TRIGGER stream_seq_guard_insert AFTER INSERT ON %s "
-							   "FOR EACH ROW WHEN (NEW.%s IS NOT NULL%s%s%s) "
-							   "EXECUTE FUNCTION stream_seq.guard_insert_trigger()",
-							   table, quote_identifier(column),
-							   time_column != NULL ? " OR NEW." : "",
-							   time_column != NULL ? quote_identifier(time_column) : "",
-							   time_column != NULL ? " IS NOT NULL" : ""),
-						   0, NULL, NULL);
-	stream_caller_exec(psprintf("CREATE TRIGGER stream_seq_truncate BEFORE TRUNCATE ON %s "
-						   "FOR EACH STATEMENT EXECUTE FUNCTION stream_seq.truncate_trigger()",
-						   table), 0, NULL, NULL);
-	if (stream_trigger_function_installed("replica_trigger"))
-	{
-		stream_caller_exec(psprintf("CREATE TRIGGER stream_seq_replica BEFORE INSERT OR UPDATE ON %s "
-							   "FOR EACH ROW EXECUTE FUNCTION stream_seq.replica_trigger()",
-							   table), 0, NULL, NULL);
-		stream_caller_exec(psprintf("ALTER TABLE %s ENABLE REPLICA TRIGGER stream_seq_replica",
-							   table), 0, NULL, NULL);
-	}
+	create_stream_triggers(relid, column, time_column, capture);
+	if (capture)
+		stream_set_placeholder_defaults(relid, attnum, time_column);
 	if (partitioned)
 	{
 		List	   *parts = find_all_inheritors(relid, NoLock, NULL);
@@ -1104,7 +1324,7 @@ stream_seq_disable(PG_FUNCTION_ARGS)
 
 	/* wait for transactions that are writing to the stream */
 	LockRelationOid(relid, ExclusiveLock);
-	if (AfterTriggerPendingOnRel(relid))
+	if (stream_capture_has_rows_of(relid))
 		ereport(ERROR,
 				(errcode(ERRCODE_OBJECT_NOT_IN_PREREQUISITE_STATE),
 				 errmsg("cannot disable stream table \"%s\" because it has rows not yet numbered",
@@ -1115,6 +1335,7 @@ stream_seq_disable(PG_FUNCTION_ARGS)
 
 	stream_retire(ref);
 	drop_stream_triggers(relid);
+	stream_drop_write_path(relid, ref->seq_attnum, ref->time_attnum);
 	stream_release_at_commit(relid);
 	CacheInvalidateRelcacheByRelid(relid);
 	PG_RETURN_VOID();

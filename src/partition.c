@@ -308,7 +308,8 @@ qualified(Oid relid)
  * index_orders_column
  *		Whether btree "index" has every row with a number, in the order of
  *		column "attnum": its first key column is "attnum", and it has no
- *		predicate but "attnum IS NOT NULL" (the index enable() makes).
+ *		predicate but one that selects the numbered rows ("attnum > 0",
+ *		the index enable() makes, or "attnum IS NOT NULL" before 0.7.0).
  *		Only then do its two ends give a partition's lowest and highest
  *		number; a partial index would miss rows.  (A descending one has
  *		them at the other ends: index_end_number turns round.)
@@ -317,20 +318,13 @@ static bool
 index_orders_column(Relation index, AttrNumber attnum)
 {
 	List	   *pred;
-	NullTest   *test;
 
 	if (index->rd_rel->relam != BTREE_AM_OID ||
 		!index->rd_index->indisvalid ||
 		index->rd_index->indkey.values[0] != attnum)
 		return false;
 	pred = RelationGetIndexPredicate(index);
-	if (pred == NIL)
-		return true;
-	if (list_length(pred) != 1 || !IsA(linitial(pred), NullTest))
-		return false;
-	test = (NullTest *) linitial(pred);
-	return test->nulltesttype == IS_NOT_NULL && IsA(test->arg, Var) &&
-		((Var *) test->arg)->varattno == attnum;
+	return pred == NIL || stream_predicate_is_numbered(pred, attnum);
 }
 
 /*
@@ -597,19 +591,26 @@ stream_partition_detaching(Oid stream, Oid relid)
 
 /*
  * stream_partition_detached_end
- *		After DETACH PARTITION: the table, no longer part of the stream,
- *		loses the TRUNCATE trigger it was given (PostgreSQL drops the cloned
- *		row triggers itself).  Dropped as the extension's owner: detaching
- *		needs only ownership of the stream table.
+ *		After DETACH PARTITION of "relid" from stream "stream": the table,
+ *		no longer part of the stream, loses the TRUNCATE trigger it was
+ *		given (PostgreSQL drops the cloned row triggers itself), its capture
+ *		index and its placeholder defaults.  Done as the extension's owner:
+ *		detaching needs only ownership of the stream table.
  */
 void
-stream_partition_detached_end(Oid relid)
+stream_partition_detached_end(Oid stream, Oid relid)
 {
+	StreamRef  *ref = stream_lookup(stream, false);
+	AttrNumber	time_attnum = InvalidAttrNumber;
+
 	if (get_rel_relkind(relid) == RELKIND_RELATION &&
 		OidIsValid(get_trigger_oid(relid, "stream_seq_truncate", true)))
 		stream_catalog_exec(psprintf("DROP TRIGGER stream_seq_truncate ON %s",
 									 qualified(relid)),
 							0, NULL, NULL, NULL, 0, NULL);
+	if (ref->time_attnum != InvalidAttrNumber)
+		time_attnum = get_attnum(relid, get_attname(stream, ref->time_attnum, false));
+	stream_drop_write_path(relid, partition_column(ref, relid), time_attnum);
 }
 
 /*
@@ -834,26 +835,27 @@ stream_check_partition(Oid stream, Oid relid, bool add_trigger)
 	Form_pg_attribute att = TupleDescAttr(RelationGetDescr(rel), attnum - 1);
 	int			i;
 
-	if (att->attnotnull || att->atthasdef)
+	if (att->attnotnull || !stream_default_is_placeholder(rel, attnum, false))
 		ereport(ERROR,
 				(errcode(ERRCODE_INVALID_TABLE_DEFINITION),
-				 errmsg("column \"%s\" of partition \"%s\" of stream table \"%s\" cannot have NOT NULL or a default",
+				 errmsg("column \"%s\" of partition \"%s\" of stream table \"%s\" cannot have NOT NULL or a default of its own",
 						NameStr(att->attname), RelationGetRelationName(rel),
 						stream_rel_name(stream)),
-				 errdetail("Stream numbers are assigned at commit; rows hold NULL until then.")));
+				 errdetail("Stream numbers are assigned at commit; rows hold the placeholder 0 (the default stream_seq gives the column) or NULL until then.")));
 	if (ref->time_attnum != InvalidAttrNumber)
 	{
 		AttrNumber	time_attnum = get_attnum(relid, get_attname(ref->relid, ref->time_attnum, false));
 
 		att = time_attnum == InvalidAttrNumber ? NULL :
 			TupleDescAttr(RelationGetDescr(rel), time_attnum - 1);
-		if (att != NULL && (att->attnotnull || att->atthasdef))
+		if (att != NULL &&
+			(att->attnotnull || !stream_default_is_placeholder(rel, time_attnum, true)))
 			ereport(ERROR,
 					(errcode(ERRCODE_INVALID_TABLE_DEFINITION),
-					 errmsg("time column \"%s\" of partition \"%s\" of stream table \"%s\" cannot have NOT NULL or a default",
+					 errmsg("time column \"%s\" of partition \"%s\" of stream table \"%s\" cannot have NOT NULL or a default of its own",
 							NameStr(att->attname), RelationGetRelationName(rel),
 							stream_rel_name(stream)),
-					 errdetail("The time column is written at commit, with the number; rows hold NULL until then.")));
+					 errdetail("The time column is written at commit, with the number; rows hold the placeholder -infinity (the default stream_seq gives the column) or NULL until then.")));
 	}
 	if (rel->rd_rel->relpersistence != RELPERSISTENCE_PERMANENT)
 		ereport(ERROR,
@@ -871,7 +873,7 @@ stream_check_partition(Oid stream, Oid relid, bool add_trigger)
 	{
 		Trigger    *trigger = &rel->trigdesc->triggers[i];
 
-		if (stream_trigger_disabled(trigger))
+		if (stream_trigger_disabled(RelationGetRelid(rel), trigger))
 			ereport(ERROR,
 					(errcode(ERRCODE_OBJECT_NOT_IN_PREREQUISITE_STATE),
 					 errmsg("cannot disable the triggers of partition \"%s\" of stream table \"%s\"",

@@ -53,7 +53,7 @@ extern StreamTarget *stream_lookup_target(Relation rel);
 extern void stream_check_partitions_supported(void);
 extern Oid	stream_root_of(Oid relid);
 extern void stream_partition_detached(Oid stream, Oid relid);
-extern void stream_partition_detached_end(Oid relid);
+extern void stream_partition_detached_end(Oid stream, Oid relid);
 extern void stream_check_attached(Oid stream, Oid relid);
 extern void stream_check_partition(Oid stream, Oid relid, bool add_trigger);
 extern void stream_add_truncate_trigger(Oid relid);

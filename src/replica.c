@@ -49,7 +49,7 @@
 #include "stream_seq.h"
 #include "stats.h"
 #include "replica.h"
-#include "inplace.h"
+#include "pagewrite.h"
 #include "shmem.h"
 
 /*
@@ -80,8 +80,16 @@ stream_rmgr_redo(XLogReaderState *record)
 		case XLOG_STREAM_INPLACE:
 			stream_inplace_redo(record);
 			break;
+		case XLOG_STREAM_PAGE:
+			stream_page_redo(record);
+			break;
 		default:
-			elog(PANIC, "stream_seq redo: unknown record type %u", info);
+			ereport(PANIC,
+					(errcode(ERRCODE_DATA_CORRUPTED),
+					 errmsg("stream_seq redo: unknown record type %u", info),
+					 errdetail("The WAL was written by a newer version of the stream_seq library than this server has (%s).",
+							   STREAM_SEQ_LIBRARY_VERSION),
+					 errhint("Install the stream_seq library of the primary on this server, then start it again; upgrade standbys before their primary.")));
 	}
 }
 
@@ -129,6 +137,9 @@ stream_rmgr_desc(StringInfo buf, XLogReaderState *record)
 		case XLOG_STREAM_INPLACE:
 			stream_inplace_desc(buf, record);
 			break;
+		case XLOG_STREAM_PAGE:
+			stream_page_desc(buf, record);
+			break;
 	}
 }
 
@@ -151,6 +162,8 @@ stream_rmgr_identify(uint8 info)
 			return "ROUND_END";
 		case XLOG_STREAM_INPLACE:
 			return "INPLACE";
+		case XLOG_STREAM_PAGE:
+			return "PAGE";
 	}
 	return NULL;
 }
@@ -173,7 +186,6 @@ stream_replica_init(void)
 	BackgroundWorker worker;
 
 	RegisterCustomRmgr(stream_seq_rmgr_id, &stream_rmgr);
-	stream_inplace_wal_ready();
 
 	memset(&worker, 0, sizeof(worker));
 	worker.bgw_flags = BGWORKER_SHMEM_ACCESS;

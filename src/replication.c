@@ -48,15 +48,15 @@
 PG_FUNCTION_INFO_V1(stream_seq_replica_trigger);
 
 /*
- * in_replication_worker
+ * stream_in_replication_worker
  *		Whether this backend applies changes replicated from elsewhere:
  *		PostgreSQL's apply and table synchronization workers, or a session
  *		that replays changes under a replication origin (pglogical's apply
  *		does).  Those write a stream row's number by the UPDATE that
  *		follows its INSERT.
  */
-static bool
-in_replication_worker(void)
+bool
+stream_in_replication_worker(void)
 {
 	return IsLogicalWorker() || replorigin_session_origin != InvalidRepOriginId;
 }
@@ -161,7 +161,7 @@ stream_seq_replica_trigger(PG_FUNCTION_ARGS)
 			tuple = keep_times_rising(rel, tuple, target->time_attnum, ref);
 		return PointerGetDatum(tuple);
 	}
-	if (TRIGGER_FIRED_BY_INSERT(trigdata->tg_event) && !in_replication_worker())
+	if (TRIGGER_FIRED_BY_INSERT(trigdata->tg_event) && !stream_in_replication_worker())
 		ereport(ERROR,
 				(errcode(ERRCODE_OBJECT_NOT_IN_PREREQUISITE_STATE),
 				 errmsg("cannot insert a row without a number into stream table \"%s\" while session_replication_role is \"replica\"",
@@ -169,6 +169,55 @@ stream_seq_replica_trigger(PG_FUNCTION_ARGS)
 				 errdetail("Stream numbers are assigned at commit by triggers that do not fire in replica mode; the row would never get one."),
 				 errhint("Insert the row with session_replication_role = origin, or give it the number it has where it came from.")));
 	return PointerGetDatum(tuple);
+}
+
+/*
+ * stream_replica_number
+ *		A row stored in replica mode with the number it has where it came
+ *		from (told by the capture index, capture.c): move the stream's
+ *		counter above it, so that after a cut-over the numbers handed out
+ *		here continue above every replicated one.
+ */
+void
+stream_replica_number(StreamTarget *target, int64 number)
+{
+	stream_counter_raise(stream_lookup(target->stream, false), number);
+}
+
+/*
+ * stream_replica_time
+ *		A row stored in replica mode with a number, on a stream with a time
+ *		column holding "value" (or none, "isnull"): the time it must have
+ *		so that times never go down as numbers go up (position_at() relies
+ *		on it), raising the stream's time floor to it.  False when its own
+ *		time will do; else the time goes to *at.
+ */
+bool
+stream_replica_time(StreamTarget *target, bool isnull, TimestampTz value,
+					TimestampTz *at)
+{
+	StreamRef  *ref = stream_lookup(target->stream, false);
+
+	if (!stream_time_floor_known(ref))
+		stream_raise_time_floor(ref);
+	*at = stream_time_floor(ref, isnull ? DT_NOBEGIN : value, isnull);
+	return isnull || *at != value;
+}
+
+/*
+ * stream_report_replica_unnumbered
+ *		The error for a row inserted without a number in replica mode
+ *		outside a replication worker: nothing would ever number it.
+ */
+void
+stream_report_replica_unnumbered(StreamTarget *target)
+{
+	ereport(ERROR,
+			(errcode(ERRCODE_OBJECT_NOT_IN_PREREQUISITE_STATE),
+			 errmsg("cannot insert a row without a number into stream table \"%s\" while session_replication_role is \"replica\"",
+					stream_rel_name(target->stream)),
+			 errdetail("Stream numbers are assigned at commit, which does not happen in replica mode; the row would never get one."),
+			 errhint("Insert the row with session_replication_role = origin, or give it the number it has where it came from.")));
 }
 
 /*

@@ -24,11 +24,11 @@ int			stream_seq_max_tracked_xacts = 1024;
 int			stream_seq_head_interval = 1000;
 int			stream_seq_seal_grace = 3600;
 bool		stream_seq_notify = false;
-bool		stream_seq_heap_only = true;
-bool		stream_seq_in_place = false;
+bool		stream_seq_in_place = true;
 int			stream_seq_round_interval = 5000;
 int			stream_seq_rmgr_id = RM_EXPERIMENTAL_ID;
 int			stream_seq_retention_interval = 60;
+int			stream_seq_hold_after_numbering = 0;
 
 /*
  * stream_define_settings
@@ -54,22 +54,21 @@ stream_define_settings(void)
 							 false,
 							 PGC_USERSET, 0,
 							 NULL, NULL, NULL);
-	DefineCustomBoolVariable("stream_seq.heap_only",
-							 "Writes the commit-time version of a stream row as a heap-only tuple when it fits on the page.",
-							 "Then only the indexes on the stream column take an entry. Off: every index does, as for any update.",
-							 &stream_seq_heap_only,
-							 true,
-							 PGC_USERSET, 0,
-							 NULL, NULL, NULL);
 	DefineCustomBoolVariable("stream_seq.in_place",
 							 "Writes the number of a stream row at commit into the version the row was inserted as.",
-							 "Rows inserted while it is on get room for their number; no second version is written. "
-							 "Needs the library preloaded and wal_level below logical; otherwise, and for rows without room, "
-							 "stream_seq.heap_only applies.",
+							 "Off: every row is numbered by an ordinary update (a second version, an entry in every index), "
+							 "as with wal_level logical.",
 							 &stream_seq_in_place,
-							 false,
-							 PGC_USERSET, 0,
+							 true,
+							 PGC_SUSET, 0,
 							 NULL, NULL, NULL);
+	DefineCustomIntVariable("stream_seq.hold_after_numbering",
+							"For tests: a committing transaction waits, once its rows have their numbers, for the shared advisory lock with this key.",
+							"0 (the default) waits for nothing. It holds a transaction between numbering and commit, where a user deferred trigger no longer can.",
+							&stream_seq_hold_after_numbering,
+							0, 0, INT_MAX,
+							PGC_SUSET, GUC_NO_SHOW_ALL | GUC_NOT_IN_SAMPLE,
+							NULL, NULL, NULL);
 	DefineCustomIntVariable("stream_seq.seal_grace",
 							"How long after its upper bound has passed a partition of a stream partitioned by time may be sealed.",
 							"A partition whose upper bound lies less than this before the current time still takes rows.",

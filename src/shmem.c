@@ -745,7 +745,8 @@ stream_counter_read(StreamRef *ref, int64 *next, int64 *block_end)
  *		Install a block [block_start, block_end) that counter.c has recorded
  *		in the head sequence.  Blocks of one stream are installed in the
  *		order the sequence handed them out (counter.c serializes refills),
- *		so block_end only grows; numbers jump up to the block's start.
+ *		so block_end only grows; a block that does not follow the current
+ *		one makes the counter jump to its start.
  */
 void
 stream_counter_extend(StreamRef *ref, int64 block_start, int64 block_end)
@@ -754,9 +755,14 @@ stream_counter_extend(StreamRef *ref, int64 block_start, int64 block_end)
 
 	if (block_end > slot->block_end)
 	{
-		slot->block_end = block_end;
-		if (block_start > slot->next)
+		/*
+		 * A block right after the current one extends it (a reservation of
+		 * more numbers than a block holds takes several); a block further
+		 * on (the sequence was moved forward) starts the counter there.
+		 */
+		if (block_start > slot->block_end && block_start > slot->next)
 			slot->next = block_start;
+		slot->block_end = block_end;
 	}
 	LWLockRelease(slot->lock);
 }
@@ -1122,14 +1128,13 @@ maybe_prune(StreamRef *ref, FullTransactionId next)
 
 /*
  * stream_reserve
- *		Reserve up to "count" consecutive numbers for the current
- *		transaction: *reserved gets how many (at least one) and *lo the
- *		first.  Fewer than asked are reserved at the end of a recorded
- *		block.  The first reservation of a transaction ("have_entry" false)
- *		appends its entry in the same lock acquisition that advances the
- *		counter (invariant 3).  A counter not yet started, or at the end of
- *		its recorded block, is reported to the caller (counter.c), which
- *		does the catalog work and asks again.
+ *		Reserve "count" consecutive numbers for the current transaction, the
+ *		first in *lo: all of them or none.  The first reservation of a
+ *		transaction ("have_entry" false) appends its entry in the same lock
+ *		acquisition that advances the counter (invariant 3).  A counter not
+ *		yet started, with fewer than "count" numbers left in its recorded
+ *		block, or without its time floor, is reported to the caller
+ *		(counter.c), which does the catalog work and asks again.
  *
  *		*numbered_at gets the reservation's time: the current time, or the
  *		time of the stream's previous reservation if the clock says
@@ -1137,11 +1142,16 @@ maybe_prune(StreamRef *ref, FullTransactionId next)
  *		first time after a start, the caller raises that to the table's
  *		newest time (RESERVE_NEEDS_TIME_FLOOR), so that they do not go down
  *		across a restart, a crash or a promotion either.  The stream's time
- *		column records it (assign.c).
+ *		column records it (commit.c).
+ *
+ *		The reservation is logged for standbys under the slot's lock: by
+ *		"logger" if given (a record of the caller's that carries it), else
+ *		by a record of its own (log_numbers).
  */
 StreamReserveResult
 stream_reserve(StreamRef *ref, int64 count, bool have_entry, int64 *lo,
-			   int64 *reserved, TimestampTz *numbered_at)
+			   TimestampTz *numbered_at, StreamReservationLogger logger,
+			   void *logger_arg)
 {
 	FullTransactionId xid = GetTopFullTransactionId();
 	FullTransactionId next_xid = ReadNextFullTransactionId();
@@ -1149,7 +1159,7 @@ stream_reserve(StreamRef *ref, int64 count, bool have_entry, int64 *lo,
 	TimestampTz now = GetCurrentTimestamp();
 	StreamSlot *slot;
 	StreamEntry *e;
-	int64		n;
+	StreamReservation res;
 
 	Assert(count > 0);
 
@@ -1162,7 +1172,7 @@ stream_reserve(StreamRef *ref, int64 count, bool have_entry, int64 *lo,
 		LWLockRelease(slot->lock);
 		return RESERVE_NEEDS_START;
 	}
-	if (slot->next >= slot->block_end)
+	if (slot->block_end - slot->next < count)
 	{
 		LWLockRelease(slot->lock);
 		return RESERVE_NEEDS_BLOCK;
@@ -1178,9 +1188,8 @@ stream_reserve(StreamRef *ref, int64 count, bool have_entry, int64 *lo,
 		LWLockRelease(slot->lock);
 		report_list_full(ref);
 	}
-	n = Min(count, slot->block_end - slot->next);
 	*lo = slot->next;
-	slot->next += n;
+	slot->next += count;
 	if (now < slot->numbered_at)
 		now = slot->numbered_at;
 	slot->numbered_at = now;
@@ -1192,9 +1201,19 @@ stream_reserve(StreamRef *ref, int64 count, bool have_entry, int64 *lo,
 		if (!reserving_early)
 			e->early = false;	/* numbering again, now at commit */
 	}
-	log_numbers(slot, xid, e != NULL ? e->lo : *lo);
+
+	res.dboid = slot->dboid;
+	res.relid = slot->relid;
+	res.entry_lo = e != NULL ? e->lo : *lo;
+	res.lo = *lo;
+	res.next = slot->next;
+	res.numbered_at = now;
+	res.logged = false;
+	if (logger != NULL)
+		logger(&res, logger_arg);
+	if (!res.logged)
+		log_numbers(slot, xid, res.entry_lo);
 	LWLockRelease(slot->lock);
-	*reserved = n;
 	return RESERVE_DONE;
 }
 
@@ -1942,6 +1961,25 @@ stream_replay_numbers(const xl_stream_numbers *rec)
 	}
 	LWLockRelease(slot->lock);
 	ConditionVariableBroadcast(&slot->advanced);
+}
+
+/*
+ * stream_replay_reservation
+ *		Replay a reservation that a record of the commit-time write carried
+ *		(pagewrite.c): as XLOG_STREAM_NUMBERS of transaction "xid".
+ */
+void
+stream_replay_reservation(const StreamReservation *res, TransactionId xid)
+{
+	xl_stream_numbers rec;
+
+	rec.dboid = res->dboid;
+	rec.relid = res->relid;
+	rec.xid = xid;
+	rec.lo = res->entry_lo;
+	rec.next = res->next;
+	rec.counter_started = true;
+	stream_replay_numbers(&rec);
 }
 
 /*

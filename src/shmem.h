@@ -21,6 +21,30 @@
 
 #include "stream_seq.h"
 
+/*
+ * What the WAL record of a reservation tells a standby (log_numbers; or a
+ * record of the caller's that carries it, see StreamReservationLogger).
+ */
+typedef struct StreamReservation
+{
+	Oid			dboid;
+	Oid			relid;
+	int64		entry_lo;		/* the first number the transaction holds */
+	int64		lo;				/* the first of this reservation */
+	int64		next;			/* the stream's counter after it */
+	TimestampTz numbered_at;	/* the reservation's time */
+	bool		logged;			/* the logger wrote it into WAL */
+} StreamReservation;
+
+/*
+ * A caller's writer of the WAL record of a reservation: called under the
+ * stream's lock right after the reservation, so that the stream's records
+ * stay in the order of its numbers; it must not fail (it runs in a
+ * critical section of its own), and sets "logged" if its record carries
+ * the reservation (else log_numbers writes one).
+ */
+typedef void (*StreamReservationLogger) (StreamReservation *res, void *arg);
+
 /* What stream_reserve needs before it can hand out numbers. */
 typedef enum StreamReserveResult
 {
@@ -161,8 +185,9 @@ extern void stream_counter_extend(StreamRef *ref, int64 block_start,
 								  int64 block_end);
 extern StreamReserveResult stream_reserve(StreamRef *ref, int64 count,
 										  bool have_entry, int64 *lo,
-										  int64 *reserved,
-										  TimestampTz *numbered_at);
+										  TimestampTz *numbered_at,
+										  StreamReservationLogger logger,
+										  void *logger_arg);
 extern void stream_add_entry(StreamRef *ref, int64 lo);
 extern void stream_shrink(StreamRef *ref, int64 unused_from, int64 unused_to);
 extern void stream_reserving_early(bool early);
@@ -179,6 +204,8 @@ extern StandbyHorizonResult stream_slot_standby_horizon(StreamRef *ref,
 														Snapshot snapshot,
 														int64 *horizon);
 extern void stream_replay_numbers(const xl_stream_numbers *rec);
+extern void stream_replay_reservation(const StreamReservation *res,
+									  TransactionId xid);
 extern void stream_replay_listing(const xl_stream_listing *rec);
 extern void stream_replay_round(bool start, const xl_stream_round *rec);
 extern void stream_log_round(void);

@@ -26,7 +26,8 @@
 #include "replica.h"
 #include "partition.h"
 #include "retention_policy.h"
-#include "assign.h"
+#include "commit.h"
+#include "planner.h"
 #include "ddl.h"
 #include "roles.h"
 
@@ -64,7 +65,7 @@ startup_shmem(void)
 /*
  * _PG_init
  *		Define the settings; register the transaction callbacks, the
- *		relcache callbacks and the utility hooks of every case (assign.c,
+ *		relcache callbacks and the utility hooks of every case (commit.c,
  *		ddl.c; they do nothing until a stream is used, which needs the
  *		shared state, or is given a new index); when preloaded, also the WAL
  *		resource manager and the lister (replica.c), the retention
@@ -77,7 +78,8 @@ void
 _PG_init(void)
 {
 	stream_define_settings();
-	stream_assign_init();
+	stream_commit_init();
+	stream_planner_init();
 	stream_ddl_init();
 	stream_horizon_init();
 	stream_partition_init();

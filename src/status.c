@@ -43,7 +43,9 @@ may_read(Oid relid)
  *		SQL: _status(stream regclass) RETURNS record, for the streams view:
  *		head, horizon for the caller's snapshot, transactions holding
  *		numbers, and the oldest of them.  All NULL for a table the caller
- *		may not read.
+ *		may not read, and for a stream no shared slot is free for (more
+ *		streams enabled in the cluster than stream_seq.max_streams holds):
+ *		the view goes on with the other streams.
  */
 Datum
 stream_seq_status(PG_FUNCTION_ARGS)
@@ -54,13 +56,16 @@ stream_seq_status(PG_FUNCTION_ARGS)
 	bool		nulls[10];
 	StreamRef  *ref;
 	StreamStatus status;
+	bool		no_slot;
 
 	if (get_call_result_type(fcinfo, NULL, &tupdesc) != TYPEFUNC_COMPOSITE)
 		elog(ERROR, "return type must be a row type");
 	memset(nulls, true, sizeof(nulls));
 
-	ref = stream_lookup(relid, false);
-	if (may_read(relid))
+	ref = stream_lookup_if_slot(relid, &no_slot);
+	if (ref == NULL && !no_slot)
+		stream_report_not_stream(relid);
+	if (ref != NULL && may_read(relid))
 	{
 		Snapshot	snapshot = stream_statement_snapshot();
 		bool		standby = RecoveryInProgress();

@@ -44,6 +44,26 @@
 #else
 #define STREAM_MY_LXID (MyProc->lxid)
 #endif
+/* The storage of a relation: RelFileNode, from 16 on RelFileLocator. */
+#if PG_VERSION_NUM >= 160000
+#include "storage/relfilelocator.h"
+typedef RelFileLocator StreamStorage;
+#define stream_rel_storage(rel) ((rel)->rd_locator)
+#define stream_storage_db(storage) ((storage).dbOid)
+#else
+#include "storage/relfilenode.h"
+typedef RelFileNode StreamStorage;
+#define stream_rel_storage(rel) ((rel)->rd_node)
+#define stream_storage_db(storage) ((storage).dbNode)
+#endif
+#if PG_VERSION_NUM >= 180000
+/* 18 dropped StoreAttrDefault's add_column_mode */
+#define stream_store_attr_default(rel, attnum, expr) \
+	StoreAttrDefault((rel), (attnum), (expr), true)
+#else
+#define stream_store_attr_default(rel, attnum, expr) \
+	StoreAttrDefault((rel), (attnum), (expr), true, false)
+#endif
 #if PG_VERSION_NUM >= 180000
 #define stream_index_beginscan(heap, index, snapshot, nkeys) \
 	index_beginscan((heap), (index), (snapshot), NULL, (nkeys), 0)
@@ -58,11 +78,11 @@ extern int	stream_seq_max_tracked_xacts;
 extern int	stream_seq_head_interval;
 extern int	stream_seq_seal_grace;
 extern bool stream_seq_notify;
-extern bool stream_seq_heap_only;
 extern bool stream_seq_in_place;
 extern int	stream_seq_round_interval;
 extern int	stream_seq_rmgr_id;
 extern int	stream_seq_retention_interval;
+extern int	stream_seq_hold_after_numbering;
 extern void stream_define_settings(void);
 
 /*

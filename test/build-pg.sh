@@ -30,9 +30,10 @@ MAJOR=${1:?usage: build-pg.sh MAJOR}
 SUITE=${STREAM_SEQ_PG_SUITE:-sid}
 EXTENSIONS="pg-partman pg-repack pglogical"
 # the contrib modules the tests use: amcheck checks indexes against the
-# heap after the commit-time writes, pageinspect shows heap-only versions,
-# pg_stat_statements must see only the user's statements
-CONTRIB="amcheck pageinspect pg_stat_statements"
+# heap after the commit-time writes, pageinspect shows row versions,
+# pg_stat_statements must see only the user's statements, pg_walinspect
+# counts the commit-time write's WAL records, test_decoding decodes it
+CONTRIB="amcheck pageinspect pg_stat_statements pg_walinspect test_decoding"
 if [ "$(id -u)" = 0 ]; then
 	CACHE=${STREAM_SEQ_PG_CACHE:-/var/cache/stream_seq}
 else

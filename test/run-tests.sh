@@ -21,7 +21,7 @@ MAJOR=${1:-15}
 
 . test/packages.sh
 need_packages postgresql-15 postgresql-server-dev-15 libipc-run-perl make gcc pgbouncer spin \
-	postgresql-15-partman postgresql-15-repack postgresql-15-pglogical python3-psycopg \
+	postgresql-15-partman postgresql-15-repack postgresql-15-pglogical postgresql-15-wal2json python3-psycopg \
 	prometheus-postgres-exporter
 # the exporter's Debian service is not wanted: test/t/040_metrics_exporter.pl
 # runs exporters of its own on free ports

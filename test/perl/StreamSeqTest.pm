@@ -47,7 +47,7 @@ our @EXPORT = qw(
   query row val psql_result try_sql sqlstate write_ok
   check_unique amcheck_problems
   stop_start log_offset log_since
-  bg_run bg_psql bg_pgbench wait_done
+  bg_run bg_psql bg_pgbench wait_done slow_commit_options pulse_commits
   session start_pgbouncer stop_pgbouncer
   bg_fork kill_group wait_pid
   build_ops_scenario ops_state ops_state_parts
@@ -187,12 +187,13 @@ sub write_ok
 }
 
 # The invariant of stream table "tab", as two tests named after "what":
-# every committed row has a number, and no number is used twice.
+# every committed row has a number (not NULL, not the placeholder 0), and
+# no number is used twice.
 sub check_unique
 {
 	my ($node, $tab, $what) = @_;
 	my ($total, $distinct, $nulls) = row($node,
-		"SELECT count(*), count(DISTINCT seq), count(*) FILTER (WHERE seq IS NULL) FROM $tab");
+		"SELECT count(*), count(DISTINCT seq) FILTER (WHERE seq > 0), count(*) FILTER (WHERE seq IS NULL OR seq <= 0) FROM $tab");
 	is($nulls, 0, "$what: every committed row of $tab has a number");
 	is($distinct, $total - $nulls, "$what: no number is used twice in $tab");
 }
@@ -267,6 +268,40 @@ sub bg_psql
 	return bg_run($node->installed_command('psql'), '-XAtq', '-v',
 		'ON_ERROR_STOP=1', '-d', $node->connstr('postgres'),
 		map { ('-c', $_) } @sql);
+}
+
+# Slow commits: a session started with the libpq options slow_commit_options()
+# waits inside each commit, once its rows have their numbers, while the
+# pulsing session that pulse_commits() starts in the background holds
+# advisory lock 4243: up to 4 ms at a time, for "seconds" seconds
+# (stream_seq.hold_after_numbering; a user's deferred trigger runs before
+# the numbers exist).  Later numbers then often become visible first, and
+# only the horizon keeps readers from skipping.
+use constant SLOW_COMMIT_LOCK => 4243;
+
+sub slow_commit_options
+{
+	return '-c stream_seq.hold_after_numbering=' . SLOW_COMMIT_LOCK;
+}
+
+sub pulse_commits
+{
+	my ($node, $seconds) = @_;
+	my $lock = SLOW_COMMIT_LOCK;
+	return bg_psql($node, qq{
+DO \$pulse\$
+DECLARE
+  deadline timestamptz := clock_timestamp() + $seconds * interval '1 second';
+BEGIN
+  WHILE clock_timestamp() < deadline LOOP
+    PERFORM pg_advisory_lock($lock);
+    PERFORM pg_sleep(random() * 0.004);
+    PERFORM pg_advisory_unlock($lock);
+    COMMIT;
+    PERFORM pg_sleep(0.002);
+    COMMIT;
+  END LOOP;
+END \$pulse\$});
 }
 
 # pgbench in the background with the arguments "args", its sessions given
@@ -634,12 +669,41 @@ sub new
 sub query
 {
 	my ($self, $sql) = @_;
+	$self->send($sql);
+	return $self->result;
+}
+
+# Sends "sql" and returns at once, for a statement that is to wait (for a
+# lock, say) while the test does something else; result() waits for what
+# it returns.  One statement at a time.
+sub send
+{
+	my ($self, $sql) = @_;
 	my $h = $self->{h};
+	die "send() with a result pending" if defined $self->{banner};
 	my $banner = 'stream_seq session ' . ++$self->{n} . ':';
+	$self->{banner} = $banner;
+	$self->{sql} = $sql;
 	$self->{out} = '';
 	$self->{err} = '';
 	$sql .= ';' unless $sql =~ /;\s*\z/;
 	$self->{in} .= "$sql\n\\echo '$banner'\n\\warn '$banner'\n";
+	# hand it to psql now: IPC::Run writes only while pumped
+	while ($self->{in} ne '' && $h->pumpable)
+	{
+		last unless eval { $h->pump_nb; 1 };
+	}
+	return;
+}
+
+# The result of the statement send() sent, as query() returns it.
+sub result
+{
+	my ($self) = @_;
+	my $h = $self->{h};
+	my $banner = delete $self->{banner};
+	my $sql = delete $self->{sql};
+	die "result() without send()" unless defined $banner;
 	$self->{timer}->start($PostgreSQL::Test::Utils::timeout_default);
 	while (!($self->{out} =~ /\Q$banner\E\n/ && $self->{err} =~ /\Q$banner\E\n/))
 	{

@@ -118,10 +118,16 @@ SELECT count(*) FROM stream_seq.claim('ev', 'grp', 'w') c,
 	is(query($n, q{SELECT string_agg(seq::text, ',' ORDER BY seq) FROM ev}, $db),
 		'1,2,3,4,5,6,7,8,9', "$label: the rows and their numbers are restored");
 	is( query($n, q{
-SELECT count(*) FROM pg_trigger
- WHERE tgname IN ('stream_seq_guard', 'stream_seq_assign')
-   AND tgrelid IN ('ev'::regclass, '"S"."Ev 2"'::regclass)}, $db),
-		'4', "$label: both triggers of both streams are restored");
+SELECT (SELECT count(*) FROM pg_trigger
+         WHERE tgname = 'stream_seq_guard'
+           AND tgrelid IN ('ev'::regclass, '"S"."Ev 2"'::regclass))
+       || ',' ||
+       (SELECT count(*) FROM pg_index i
+          JOIN pg_class c ON c.oid = i.indexrelid
+          JOIN pg_am a ON a.oid = c.relam
+         WHERE a.amname = 'stream_seq_capture'
+           AND i.indrelid IN ('ev'::regclass, '"S"."Ev 2"'::regclass))}, $db),
+		'2,2', "$label: the guard trigger and the capture index of both streams are restored");
 	is( query($n, q{
 SELECT string_agg(seq::text, ',' ORDER BY seq) FROM stream_seq.read('ev', 'slow', 100)}, $db),
 		'4,5,6,7,8,9', "$label: read() for the slow consumer");
@@ -133,12 +139,14 @@ SELECT string_agg(seq::text, ',' ORDER BY seq) FROM stream_seq.read('ev', 'slow'
 			'2', "$label: where trimming left the stream's start is restored");
 	}
 
-	# hand-written numbers are refused (one that another row has meets the
-	# unique index first: 23505, doc/applications.md "The rules")
+	# hand-written numbers are refused; one that another row has fails with
+	# 23505 instead when the stream's unique index sees the row before its
+	# capture index: a restore creates the two in an order of its own
+	# (doc/applications.md "The rules")
 	is( sqlstate($n, q{INSERT INTO ev (payload, seq) VALUES ('x', 1000)}, $db),
 		'428C9', "$label: an INSERT that gives seq a value still fails with 428C9");
-	is( sqlstate($n, q{INSERT INTO ev (payload, seq) VALUES ('x', 5)}, $db),
-		'23505', "$label: ... and with 23505 when the number is another row's");
+	like( sqlstate($n, q{INSERT INTO ev (payload, seq) VALUES ('x', 5)}, $db),
+		qr/^(428C9|23505)$/, "$label: ... or with 23505 when the number is another row's");
 
 	# new writes: numbered above everything handed out before the dump
 	is( query($n, q{

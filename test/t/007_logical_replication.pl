@@ -103,12 +103,12 @@ SELECT stream_seq.enable('ev_b');
 CREATE TABLE ev_full (payload text, seq bigint);
 });
 is( $sub->safe_psql('postgres', q{
-	SELECT count(*) FILTER (WHERE tgname IN ('stream_seq_guard', 'stream_seq_assign'))
+	SELECT count(*) FILTER (WHERE tgname = 'stream_seq_guard')
 	       || ' ' || bool_and(tgenabled = 'O') FILTER (WHERE tgname <> 'stream_seq_replica')
 	       || ' ' || bool_and(tgenabled = 'R') FILTER (WHERE tgname = 'stream_seq_replica')
 	  FROM pg_trigger WHERE tgrelid = 'ev_b'::regclass AND tgname LIKE 'stream\_seq\_%'}),
-	'2 true true',
-	'subscriber stream: its numbering triggers fire on origin only (not in the apply worker), its replica trigger in replica mode only');
+	'1 true true',
+	'subscriber stream: its guard trigger fires on origin only (not in the apply worker), its replica trigger in replica mode only');
 
 $sub->safe_psql('postgres',
 	"CREATE SUBSCRIPTION sub_pk CONNECTION '$pub_connstr' PUBLICATION pub_pk");
@@ -174,10 +174,10 @@ $pub->wait_for_catchup('sub_pk');
 
 is( $pub->safe_psql('postgres', q{
 	SELECT (SELECT count(*) FROM ev_a) || ' ' ||
-	       (SELECT count(*) FROM ev_a WHERE seq IS NULL) || ' ' ||
+	       (SELECT count(*) FROM ev_a WHERE seq IS NULL OR seq <= 0) || ' ' ||
 	       (SELECT count(DISTINCT seq) FROM ev_a) || ' ' ||
 	       (SELECT count(*) FROM ev_b) || ' ' ||
-	       (SELECT count(*) FROM ev_b WHERE seq IS NULL) || ' ' ||
+	       (SELECT count(*) FROM ev_b WHERE seq IS NULL OR seq <= 0) || ' ' ||
 	       (SELECT count(DISTINCT seq) FROM ev_b)}),
 	'217 0 217 606 0 606',
 	'publisher: every row numbered, numbers unique');
@@ -191,9 +191,9 @@ is(rows($sub, 'ev_b'), $pub_b,
 is(rows($sub, 'ev_full', 'payload'), rows($pub, 'ev_full', 'payload'),
 	'(c) REPLICA IDENTITY FULL without a key: same rows with the same numbers');
 is( $sub->safe_psql('postgres', q{
-	SELECT count(*) FROM ev_a WHERE seq IS NULL
-	UNION ALL SELECT count(*) FROM ev_b WHERE seq IS NULL
-	UNION ALL SELECT count(*) FROM ev_full WHERE seq IS NULL}),
+	SELECT count(*) FROM ev_a WHERE seq IS NULL OR seq <= 0
+	UNION ALL SELECT count(*) FROM ev_b WHERE seq IS NULL OR seq <= 0
+	UNION ALL SELECT count(*) FROM ev_full WHERE seq IS NULL OR seq <= 0}),
 	"0\n0\n0",
 	'subscriber: no row without its number');
 
@@ -203,11 +203,11 @@ my $max_b = $sub->safe_psql('postgres', 'SELECT max(seq) FROM ev_b');
 is( query($sub, q{
 	BEGIN;
 	INSERT INTO ev_b (id, payload) VALUES (1000001, 'local 1'), (1000002, 'local 2');
-	SELECT count(*) FROM ev_b WHERE id > 1000000 AND seq IS NULL;
+	SELECT count(*) FROM ev_b WHERE id > 1000000 AND seq = 0;
 	COMMIT;
-	SELECT count(*) FROM ev_b WHERE id > 1000000 AND seq IS NULL}),
+	SELECT count(*) FROM ev_b WHERE id > 1000000 AND seq = 0}),
 	"2\n0",
-	'(b) local insert on the subscriber stream: NULL until commit, then numbered');
+	'(b) local insert on the subscriber stream: 0 until commit, then numbered');
 is( $sub->safe_psql('postgres', qq{
 	SELECT min(seq) > $max_b, max(seq) - min(seq)
 	  FROM ev_b WHERE id > 1000000}),

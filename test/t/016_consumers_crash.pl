@@ -8,8 +8,9 @@
 #
 # The writers are synchronous and asynchronous (the WAL writer is slowed
 # to its maximum delay, so asynchronous commits stay unflushed and a crash
-# takes them back), and a deferred trigger widens the window between
-# numbering and commit.  Two streams: "c" with the default head interval
+# takes them back), and the writers wait inside their commits after
+# numbering (pulse_commits), which widens the window between numbering and
+# commit.  Two streams: "c" with the default head interval
 # and two consumers, "c7" with an interval of 7 and one consumer.
 
 use strict;
@@ -29,18 +30,6 @@ SELECT stream_seq.enable('c');
 SET stream_seq.head_interval = 7;
 CREATE TABLE c7 (id bigserial PRIMARY KEY, phase int NOT NULL, client int);
 SELECT stream_seq.enable('c7');
--- A deferred trigger of the application's that runs after the stream's
--- own (names sort after "stream_seq_assign"): commits of "c" take a few ms
--- between taking their numbers and becoming visible, so later numbers often
--- become visible first and only the horizon keeps readers from skipping.
-CREATE FUNCTION dawdle() RETURNS trigger LANGUAGE plpgsql AS $$
-BEGIN
-    PERFORM pg_sleep(random() * 0.002);
-    RETURN NULL;
-END;
-$$;
-CREATE CONSTRAINT TRIGGER zz_dawdle AFTER INSERT ON c
-  DEFERRABLE INITIALLY DEFERRED FOR EACH ROW EXECUTE FUNCTION dawdle();
 CREATE TABLE control (writers_done boolean NOT NULL);
 INSERT INTO control VALUES (false);
 CREATE TABLE applied (consumer text NOT NULL, stream text NOT NULL,
@@ -107,15 +96,15 @@ COMMIT;
 
 # Writers of load "phase" in the background: three synchronous ones, and
 # three asynchronous ones whose commits are lost in a crash unless
-# something flushed them.
+# something flushed them; their commits are slowed for "pulse" seconds.
 sub start_writers
 {
-	my ($phase, @limit) = @_;
-	return map {
-		bg_pgbench($node, "-c synchronous_commit=$_",
+	my ($phase, $pulse, @limit) = @_;
+	return (pulse_commits($node, $pulse), map {
+		bg_pgbench($node, "-c synchronous_commit=$_ " . slow_commit_options(),
 			'-c', '3', '-j', '1', @limit, '-D', "phase=$phase",
 			'-f', $load_script)
-	} ('on', 'off');
+	} ('on', 'off'));
 }
 
 # The consumers in the background: "fast" and "slow" on "c", "fast" on
@@ -128,7 +117,7 @@ sub start_consumers
 		bg_psql($node, "CALL consume('c7', 'fast', 20, 0)"));
 }
 
-my @writers = start_writers(1, '-T', '60');
+my @writers = start_writers(1, 60, '-T', '60');
 my @consumers = start_consumers();
 $node->poll_query_until('postgres', q{
 SELECT (SELECT count(*) FROM c) > 1500
@@ -141,7 +130,7 @@ $node->start;
 my ($pos_after_crash) = row($node, "SELECT stream_seq.position('c', 'slow')");
 cmp_ok($pos_after_crash, '>', 0, "consumers: positions survive the crash ($pos_after_crash)");
 
-@writers = start_writers(2, '-t', '60');
+@writers = start_writers(2, 10, '-t', '60');
 @consumers = start_consumers();
 for my $w (@writers)
 {

@@ -2,8 +2,8 @@
 # Copyright (c) stream_seq contributors
 #
 # 020_replica_reads.pl: readers page a stream on two hot standbys with
-# horizon() while eight writers on the primary commit slowly (a deferred
-# trigger sleeps inside the commit, after the numbers are taken), use
+# horizon() while eight writers on the primary commit slowly (each waits
+# inside its commit, after its rows have their numbers: pulse_commits), use
 # savepoints, overflow the subtransaction cache and abort.  Readers run as
 # an ordinary role, in READ COMMITTED and in REPEATABLE READ (several pages
 # per snapshot).  During the run one standby restarts (its readers retry
@@ -38,22 +38,6 @@ CREATE TABLE quiet (payload int);
 SELECT stream_seq.enable('quiet');
 INSERT INTO quiet SELECT g FROM generate_series(1, 5) g;
 
--- sleeps inside the commit, after stream_seq_assign took the numbers;
--- client -1 rows hold their commit for a long time, client -2 rows until
--- the test lets go of advisory lock 4242
-CREATE FUNCTION slow_commit() RETURNS trigger LANGUAGE plpgsql AS $$
-BEGIN
-  IF NEW.client = -1 THEN
-    PERFORM pg_sleep(600);
-  ELSIF NEW.client = -2 THEN
-    PERFORM pg_advisory_xact_lock(4242);
-  ELSE
-    PERFORM pg_sleep(random() * 0.004);
-  END IF;
-  RETURN NULL;
-END $$;
-CREATE CONSTRAINT TRIGGER zz_slow_commit AFTER INSERT ON ev
-  DEFERRABLE INITIALLY DEFERRED FOR EACH ROW EXECUTE FUNCTION slow_commit();
 
 -- a writer transaction: savepoints, sometimes more than 64 of them
 CREATE FUNCTION write_some(c int, ph int, n int, deep boolean) RETURNS void
@@ -145,7 +129,7 @@ SELECT pg_reload_conf();
 sleep 2;		# the lister's last wait with the old interval ends
 my $gate = session($primary, $primary->connstr('postgres'));
 $gate->query('SELECT pg_advisory_lock(4242)');
-my $unknown = bg_psql($primary,
+my $unknown = bg_psql($primary, 'SET stream_seq.hold_after_numbering = 4242',
 	'INSERT INTO ev (client, phase) VALUES (-2, 0)');
 ok( $primary->poll_query_until('postgres',
 		"SELECT count(*) = 1 FROM stream_seq.holders"),
@@ -268,7 +252,8 @@ my @readers = (
 	start_reader($standby_b, 'b_rr', 'repeatable read', 3));
 
 my $start = time();
-my $load = bg_pgbench($primary, undef, '-c', '8', '-j', '2', '-T',
+my $pulse = pulse_commits($primary, $run_seconds);
+my $load = bg_pgbench($primary, slow_commit_options(), '-c', '8', '-j', '2', '-T',
 	$run_seconds, '-D', 'phase=1', '-f', $writer);
 
 # a third into the run: restart standby b
@@ -279,7 +264,9 @@ note 'standby_b restarted at ' . sprintf('%.1f', time() - $start) . ' s';
 # two thirds in: a transaction stopped inside its commit, holding numbers;
 # the primary crashes and comes back
 usleep(1_000_000 * ($run_seconds / 3 - 2));
-my $held = bg_psql($primary,
+my $held_gate = session($primary, $primary->connstr('postgres'));
+$held_gate->query('SELECT pg_advisory_lock(4241)');
+my $held = bg_psql($primary, 'SET stream_seq.hold_after_numbering = 4241',
 	"INSERT INTO ev (client, phase) VALUES (-1, 1)");
 my $held_query = q{
 SELECT h.first_number FROM stream_seq.holders h
@@ -299,10 +286,13 @@ cmp_ok($sb_horizon, '<=', $held_number,
 	  . "($sb_horizon <= $held_number)");
 $primary->stop('immediate');
 wait_done($held, 10);
+wait_done($pulse, 10);
+$held_gate->close;
 $primary->start;
 note 'primary crashed and restarted at '
   . sprintf('%.1f', time() - $start) . ' s';
-my $load2 = bg_pgbench($primary, undef, '-c', '8', '-j', '2', '-T',
+my $pulse2 = pulse_commits($primary, int($run_seconds - (time() - $start)) + 1);
+my $load2 = bg_pgbench($primary, slow_commit_options(), '-c', '8', '-j', '2', '-T',
 	int($run_seconds - (time() - $start)) + 1,
 	'-D', 'phase=1', '-f', $writer);
 ok( $standby_a->poll_query_until('postgres',
@@ -316,6 +306,7 @@ ok( $standby_b->poll_query_until('postgres',
 # the first load died with the primary; the second runs to the end
 wait_done($load, 10);
 is(wait_done($load2, $run_seconds + 60), 0, 'load after the crash ran cleanly');
+wait_done($pulse2, 60);
 $primary->wait_for_catchup($standby_a, 'replay');
 $primary->wait_for_catchup($standby_b, 'replay');
 

@@ -68,7 +68,7 @@ func main() {
 	_, err = conn.Exec(ctx, "SELECT stream_seq.enable($1)", table)
 	check(err)
 
-	// insert: RETURNING gives NULL, the number exists after commit
+	// insert: RETURNING gives the placeholder 0, the number exists after commit
 	tx, err := conn.Begin(ctx)
 	check(err)
 	var before *int64

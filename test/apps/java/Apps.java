@@ -172,8 +172,9 @@ public class Apps
 			}
 			c.commit();
 
-			// insert: RETURNING seq is NULL, which getLong reads as 0
+			// insert: RETURNING seq is the placeholder 0 until the commit
 			String before;
+			String returned;
 			try (PreparedStatement ps = c.prepareStatement("INSERT INTO " + t
 					+ " (id, customer_id, payload) VALUES (1, 1, 'a') RETURNING seq"))
 			{
@@ -182,9 +183,10 @@ public class Apps
 				long l = rs.getLong(1);
 				before = "getLong=" + l + " wasNull=" + rs.wasNull()
 					+ " getObject=" + str(rs.getObject(1));
+				returned = str(rs.getObject(1));
 			}
 			c.commit();
-			out("jdbc", "insert", "None", row(c, t, 1).split(" ")[0]);
+			out("jdbc", "insert", returned, row(c, t, 1).split(" ")[0]);
 
 			// bulk insert: a JDBC batch
 			try (PreparedStatement ps = c.prepareStatement("INSERT INTO " + t
@@ -250,7 +252,7 @@ public class Apps
 				.setProperty("hibernate.jdbc.batch_size", "50");
 			SessionFactory sf = cfg.buildSessionFactory();
 
-			// insert: the number is NULL until commit; refresh() after it
+			// insert: the number is the placeholder 0 until commit; refresh() after it
 			Session s = sf.openSession();
 			Transaction tx = s.beginTransaction();
 			Event ev = new Event(1, 1, "a");

@@ -81,7 +81,8 @@ with connection.schema_editor() as editor:
 with connection.cursor() as c:
     c.execute("SELECT stream_seq.enable(%s)", [table])
 
-# insert: the number is NULL until commit, read it after
+# insert: Django's INSERT writes seq = NULL (it names every column), so
+# the number is NULL until commit (then written by an update); read it after
 with transaction.atomic():
     ev = Event.objects.create(id=1, customer_id=1, payload="a")
     ev.refresh_from_db(fields=["seq"])

@@ -32,7 +32,7 @@ def dbapi(mod, conn, tx, pgcode):
             c.execute(f"CREATE TABLE {table} (id bigint PRIMARY KEY, "
                       "customer_id int NOT NULL, payload text)")
             c.execute("SELECT stream_seq.enable(%s)", [table])
-    # insert: RETURNING gives NULL, the number exists after commit
+    # insert: RETURNING gives the placeholder 0, the number exists after commit
     with tx():
         with conn.cursor() as c:
             c.execute(f"INSERT INTO {table} (id, customer_id, payload) "

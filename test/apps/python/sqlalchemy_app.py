@@ -52,7 +52,7 @@ Base.metadata.create_all(engine, tables=[events])
 with engine.begin() as c:
     c.execute(sa.text("SELECT stream_seq.enable(:t)"), {"t": table})
 
-# insert: the number is NULL until commit, read it after
+# insert: the number is the placeholder 0 until commit, read it after
 with Session(engine) as s:
     with s.begin():
         ev = Event(id=1, customer_id=1, payload="a")

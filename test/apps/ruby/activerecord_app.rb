@@ -37,7 +37,7 @@ end
 conn.execute("SELECT stream_seq.enable('#{table}')")
 Event.reset_column_information
 
-# insert: the number is NULL until commit; reload after it
+# insert: the number is the placeholder 0 until commit; reload after it
 ev = nil
 before = nil
 Event.transaction do

@@ -1,0 +1,371 @@
+-- The write path: rows captured by the capture index as they are stored,
+-- with placeholders in the stream and time columns; numbered at commit in
+-- place (one version a row) or by an update, and why; what the inserting
+-- transaction sees; what the planner does with the "seq > 0" indexes; DDL
+-- in the inserting transaction; and that every index agrees with the heap
+SET client_min_messages = warning;
+CREATE EXTENSION IF NOT EXISTS stream_seq;
+CREATE EXTENSION IF NOT EXISTS amcheck;
+CREATE EXTENSION IF NOT EXISTS pageinspect;
+\set SHOW_CONTEXT never
+
+-- the line pointers of a table with a tuple: versions there are, and how
+-- many of them an update made (a row numbered in place has one version)
+CREATE FUNCTION versions(tbl regclass, OUT versions bigint, OUT by_update bigint)
+LANGUAGE sql AS $$
+  SELECT count(*), count(*) FILTER (WHERE (t_infomask & 8192) <> 0)
+  FROM generate_series(0, pg_relation_size(tbl) / current_setting('block_size')::int - 1) b,
+       heap_page_items(get_raw_page(tbl::text, b::int))
+  WHERE lp_flags = 1
+$$;
+
+-- every btree index of a table checked against the heap, and the heap
+CREATE FUNCTION check_all(tbl regclass) RETURNS text LANGUAGE plpgsql AS $$
+DECLARE
+  i regclass;
+  problems bigint;
+BEGIN
+  FOR i IN SELECT indexrelid FROM pg_index JOIN pg_class c ON c.oid = indexrelid
+           JOIN pg_am a ON a.oid = c.relam
+           WHERE indrelid = tbl AND a.amname = 'btree' ORDER BY indexrelid LOOP
+    PERFORM bt_index_check(i, true);
+  END LOOP;
+  SELECT count(*) INTO problems FROM verify_heapam(tbl);
+  RETURN CASE WHEN problems = 0 THEN 'clean' ELSE problems || ' heap problems' END;
+END $$;
+
+-- the same query through a sequential scan and through an index scan
+CREATE FUNCTION same_both_ways(query text) RETURNS boolean LANGUAGE plpgsql AS $$
+DECLARE
+  by_seqscan text;
+  by_index text;
+BEGIN
+  SET LOCAL enable_indexscan = off;
+  SET LOCAL enable_indexonlyscan = off;
+  SET LOCAL enable_bitmapscan = off;
+  EXECUTE format('SELECT string_agg(r::text, '','' ORDER BY r::text) FROM (%s) r', query)
+    INTO by_seqscan;
+  SET LOCAL enable_indexscan = on;
+  SET LOCAL enable_indexonlyscan = on;
+  SET LOCAL enable_seqscan = off;
+  EXECUTE format('SELECT string_agg(r::text, '','' ORDER BY r::text) FROM (%s) r', query)
+    INTO by_index;
+  RESET enable_seqscan;
+  RESET enable_indexscan;
+  RESET enable_indexonlyscan;
+  RESET enable_bitmapscan;
+  IF by_index IS DISTINCT FROM by_seqscan THEN
+    RAISE WARNING 'query % gave % by index, % by sequential scan', query, by_index, by_seqscan;
+  END IF;
+  RETURN by_index IS NOT DISTINCT FROM by_seqscan;
+END $$;
+
+-- what a stream table has: the placeholder default, the unique index that
+-- leaves unnumbered rows out, the capture index; no trigger on INSERT
+CREATE TABLE h (id int PRIMARY KEY, payload text, seq bigint);
+SELECT stream_seq.enable('h');
+\d h
+
+-- rows numbered in place: one version each, in the order they were stored
+-- (the row of the savepoint rolled back keeps its line pointer until
+-- pruning)
+INSERT INTO h SELECT g, 'row ' || g FROM generate_series(1, 20) g;
+BEGIN;
+INSERT INTO h VALUES (21, 'kept');
+SAVEPOINT s;
+INSERT INTO h VALUES (22, 'rolled back');
+ROLLBACK TO SAVEPOINT s;
+SAVEPOINT t;
+INSERT INTO h VALUES (23, 'released');
+RELEASE SAVEPOINT t;
+COMMIT;
+SELECT * FROM versions('h');
+SELECT id, seq FROM h WHERE id > 18 ORDER BY seq;
+SELECT check_all('h');
+SELECT same_both_ways('SELECT id, seq FROM h WHERE seq > 5 AND seq < 9');
+SELECT same_both_ways('SELECT id, seq FROM h WHERE seq = 21');
+SELECT same_both_ways('SELECT id, seq FROM h WHERE id = 21');
+SELECT same_both_ways('SELECT seq FROM h WHERE seq IS NOT NULL');
+COPY h (id, payload) FROM STDIN;
+40	copied
+41	copied
+\.
+SELECT id, seq FROM h WHERE id >= 40 ORDER BY seq;
+SELECT * FROM versions('h');
+
+-- what the inserting transaction sees before commit: the placeholder 0,
+-- in RETURNING too; its rows are in no index on the column, and the
+-- planner knows it: for that transaction the table keeps the predicate
+-- "seq > 0", which "seq = 0" does not imply, so even with sequential
+-- scans off the query reads the table and finds them.  A generic plan
+-- made before the transaction's first row (here: before the INSERT) and
+-- run after it with 0 still reaches the index: it does not find them.
+SET plan_cache_mode = force_generic_plan;
+PREPARE mine(bigint) AS SELECT count(*) FROM h WHERE seq = $1;
+EXECUTE mine(0);
+BEGIN;
+INSERT INTO h VALUES (50, 'mine') RETURNING id, seq;
+SELECT id, seq FROM h WHERE id = 50;
+SELECT count(*) AS null_seq FROM h WHERE seq IS NULL;
+SET LOCAL enable_seqscan = off;
+SET LOCAL enable_bitmapscan = off;
+SELECT count(*) AS with_seqscan_off FROM h WHERE seq = 0;
+PREPARE mine_now(bigint) AS SELECT count(*) FROM h WHERE seq = $1;
+EXECUTE mine_now(0);
+EXECUTE mine(0);
+SET LOCAL enable_seqscan = on;
+SET LOCAL enable_indexscan = off;
+SELECT count(*) AS through_the_table FROM h WHERE seq = 0;
+COMMIT;
+SELECT seq > 0 AS numbered FROM h WHERE id = 50;
+-- after the commit a new plan uses the index again
+EXPLAIN (COSTS OFF) EXECUTE mine_now(0);
+DEALLOCATE mine;
+DEALLOCATE mine_now;
+RESET plan_cache_mode;
+
+-- the planner: "seq > 0" is shown as "seq IS NOT NULL", which any strict
+-- clause implies: a generic plan of the reader's query, a join on the
+-- column and a prepared lookup use the index (20,000 rows, analyzed; the
+-- plan after ten executions)
+CREATE TABLE big (id int, payload text);
+SELECT stream_seq.enable('big');
+INSERT INTO big SELECT g, 'p' FROM generate_series(1, 20000) g;
+ANALYZE big;
+PREPARE page_of(bigint, int) AS
+  SELECT seq FROM big WHERE seq > $1 AND seq < stream_seq.horizon('big') ORDER BY seq LIMIT $2;
+\o /dev/null
+SELECT format('EXECUTE page_of(%s, 10)', i * 100) FROM generate_series(1, 10) i \gexec
+\o
+EXPLAIN (COSTS OFF) EXECUTE page_of(1000, 10);
+SET plan_cache_mode = force_generic_plan;
+EXPLAIN (COSTS OFF) EXECUTE page_of(1000, 10);
+PREPARE by_number(bigint) AS SELECT id FROM big WHERE seq = $1;
+EXPLAIN (COSTS OFF) EXECUTE by_number(5);
+EXECUTE by_number(5);
+RESET plan_cache_mode;
+EXPLAIN (COSTS OFF) SELECT b.id FROM big b JOIN (VALUES (5::bigint), (7)) v(s) ON b.seq = v.s;
+DEALLOCATE page_of;
+DEALLOCATE by_number;
+-- a column of the same table compared with 0 elsewhere is left alone
+CREATE INDEX big_id_pos ON big (id) WHERE id > 0;
+EXPLAIN (COSTS OFF) SELECT id FROM big WHERE id = 5;
+SET plan_cache_mode = force_generic_plan;
+PREPARE by_id(int) AS SELECT id FROM big WHERE id = $1;
+EXPLAIN (COSTS OFF) EXECUTE by_id(5);
+DEALLOCATE by_id;
+RESET plan_cache_mode;
+DROP TABLE big;
+
+-- an index on the number without that predicate takes unnumbered rows: a
+-- unique one would find them all duplicates, and is refused; another one
+-- makes the write an update, and the warning says so
+CREATE TABLE full_idx (id int PRIMARY KEY, seq bigint);
+SELECT stream_seq.enable('full_idx');
+CREATE UNIQUE INDEX full_idx_seq_unique ON full_idx (seq);
+\echo :LAST_ERROR_SQLSTATE
+SET client_min_messages = warning;
+CREATE INDEX full_idx_seq_all ON full_idx (seq);
+INSERT INTO full_idx SELECT g FROM generate_series(1, 10) g;
+SELECT * FROM versions('full_idx');
+SELECT check_all('full_idx');
+SELECT same_both_ways('SELECT id, seq FROM full_idx WHERE seq > 3');
+-- with the predicate, rows are numbered in place again
+DROP INDEX full_idx_seq_all;
+CREATE INDEX full_idx_seq_numbered ON full_idx (seq, id) WHERE seq > 0;
+INSERT INTO full_idx SELECT g FROM generate_series(11, 15) g;
+SELECT * FROM versions('full_idx');
+SELECT check_all('full_idx');
+
+-- an expression index on the number, and a large value (TOAST): numbered
+-- in place, the expression index gets its entry from the numbered row
+CREATE INDEX h_seq_expr ON h ((seq * 2)) WHERE seq > 0;
+INSERT INTO h VALUES (30, repeat('x', 10000)), (31, 'small');
+SELECT check_all('h');
+SELECT same_both_ways('SELECT id FROM h WHERE seq * 2 > 40');
+
+-- by an update, and why
+-- (1) a row updated by its own transaction before commit: its live version
+--     is numbered by an update; a row deleted leaves a gap
+CREATE TABLE h2 (id int PRIMARY KEY, payload text, seq bigint);
+SELECT stream_seq.enable('h2');
+BEGIN;
+INSERT INTO h2 VALUES (1, 'a'), (2, 'b'), (3, 'c');
+UPDATE h2 SET payload = 'b2' WHERE id = 2;
+DELETE FROM h2 WHERE id = 3;
+INSERT INTO h2 VALUES (4, 'd');
+COMMIT;
+SELECT * FROM versions('h2');
+SELECT id, payload, seq FROM h2 ORDER BY id;
+SELECT check_all('h2');
+-- (2) a row inserted with NULL written explicitly has no room
+INSERT INTO h2 VALUES (5, 'null', NULL);
+SELECT id, seq > 0 AS numbered FROM h2 WHERE id = 5;
+-- (3) turned off (a superuser's setting); an ordinary role cannot
+SET stream_seq.in_place = off;
+INSERT INTO h2 VALUES (6, 'e');
+RESET stream_seq.in_place;
+INSERT INTO h2 VALUES (7, 'f');
+SELECT * FROM versions('h2');
+SELECT check_all('h2');
+-- (4) COPY ... FREEZE: the rows are visible to others at once
+CREATE TABLE frozen (id int, seq bigint);
+BEGIN;
+TRUNCATE frozen;
+SELECT stream_seq.enable('frozen');
+COMMIT;
+BEGIN;
+TRUNCATE frozen;
+COPY frozen (id) FROM STDIN (FREEZE);
+1
+2
+\.
+COMMIT;
+SELECT id, seq FROM frozen ORDER BY seq;
+SELECT check_all('frozen');
+
+-- an index that uses the whole row covers the number too
+CREATE TABLE whole (id int PRIMARY KEY, k int, seq bigint);
+SELECT stream_seq.enable('whole');
+CREATE UNIQUE INDEX whole_k ON whole (k) WHERE whole IS NOT NULL;
+\echo :LAST_ERROR_SQLSTATE
+CREATE INDEX whole_k2 ON whole (k) WHERE whole IS NOT NULL;
+INSERT INTO whole VALUES (1, 7);
+INSERT INTO whole VALUES (2, 7);
+SELECT id, k, seq FROM whole ORDER BY id;
+SELECT * FROM versions('whole');
+SELECT check_all('whole');
+
+-- rows a deferred trigger inserts at commit are numbered; deferred
+-- triggers run before the numbering and see the placeholder
+CREATE TABLE outbox (id int, seq bigint);
+SELECT stream_seq.enable('outbox');
+CREATE TABLE orders (id int);
+CREATE FUNCTION to_outbox() RETURNS trigger LANGUAGE plpgsql AS $$
+BEGIN
+  INSERT INTO outbox (id) VALUES (NEW.id);
+  RAISE NOTICE 'order %: outbox row %', NEW.id,
+    (SELECT seq FROM outbox WHERE id = NEW.id);
+  RETURN NULL;
+END $$;
+CREATE CONSTRAINT TRIGGER zz_outbox AFTER INSERT ON orders
+  DEFERRABLE INITIALLY DEFERRED FOR EACH ROW EXECUTE FUNCTION to_outbox();
+SET client_min_messages = notice;
+BEGIN;
+INSERT INTO orders VALUES (1), (2);
+COMMIT;
+SET client_min_messages = warning;
+SELECT id, seq > 0 AS numbered FROM outbox ORDER BY seq;
+
+-- a procedure's COMMIT numbers what came before it
+CREATE PROCEDURE two_commits() LANGUAGE plpgsql AS $$
+BEGIN
+  INSERT INTO outbox (id) VALUES (10);
+  COMMIT;
+  INSERT INTO outbox (id) VALUES (11);
+END $$;
+CALL two_commits();
+SELECT id, seq > 0 AS numbered FROM outbox WHERE id >= 10 ORDER BY seq;
+
+-- DDL after the rows in the inserting transaction: a rewrite (the
+-- captured positions point into storage that is gone: the rows are found
+-- by reading the table), TRUNCATE, DROP TABLE, disable() (refused)
+CREATE TABLE ddl (id int, v int, seq bigint);
+CREATE INDEX ddl_id ON ddl (id);
+SELECT stream_seq.enable('ddl');
+BEGIN;
+INSERT INTO ddl VALUES (1, 1), (2, 2);
+ALTER TABLE ddl ALTER COLUMN v TYPE bigint;
+INSERT INTO ddl VALUES (3, 3);
+COMMIT;
+SELECT id, seq FROM ddl ORDER BY seq;
+SELECT check_all('ddl');
+BEGIN;
+INSERT INTO ddl VALUES (4, 4);
+TRUNCATE ddl;
+INSERT INTO ddl VALUES (5, 5);
+COMMIT;
+SELECT id, seq > 3 AS numbered_above FROM ddl ORDER BY seq;
+BEGIN;
+INSERT INTO ddl VALUES (6, 6);
+CLUSTER ddl USING ddl_id;
+COMMIT;
+SELECT id, seq > 3 AS numbered_above FROM ddl ORDER BY seq;
+SELECT check_all('ddl');
+BEGIN;
+INSERT INTO ddl VALUES (7, 7);
+SELECT stream_seq.disable('ddl');
+\echo :LAST_ERROR_SQLSTATE
+ROLLBACK;
+BEGIN;
+INSERT INTO ddl VALUES (8, 8);
+DROP TABLE ddl;
+COMMIT;
+
+-- PREPARE TRANSACTION of a transaction that stored stream rows is
+-- refused, and leaves nothing
+CREATE TABLE h3 (id int, seq bigint);
+SELECT stream_seq.enable('h3');
+BEGIN;
+INSERT INTO h3 VALUES (1);
+PREPARE TRANSACTION 'stored';
+\echo :LAST_ERROR_SQLSTATE
+SELECT count(*) FROM h3;
+
+-- a group's slot index leaves unnumbered rows out too: numbered in place,
+-- its entry comes with the number
+CREATE TABLE g (id int PRIMARY KEY, customer int, seq bigint);
+SELECT stream_seq.enable('g');
+SELECT stream_seq.create_group('g', 'workers', 'customer', 4);
+INSERT INTO g SELECT i, i % 3 FROM generate_series(1, 12) i;
+SELECT * FROM versions('g');
+SELECT check_all('g');
+SELECT same_both_ways('SELECT id, seq FROM g WHERE stream_seq.slot_of(customer::text, 4) = '
+                      || stream_seq.slot_of('1', 4) || ' AND seq > 0');
+
+-- an ordinary role's stream, on full pages: every row in place
+CREATE ROLE write_path_writer;
+GRANT CREATE, USAGE ON SCHEMA public TO write_path_writer;
+GRANT USAGE ON SCHEMA stream_seq TO write_path_writer;
+SET ROLE write_path_writer;
+CREATE TABLE own (id int PRIMARY KEY, payload text, seq bigint) WITH (fillfactor = 100);
+SELECT stream_seq.enable('own');
+\o /dev/null
+SELECT format('INSERT INTO own SELECT g, repeat(''p'', 100) FROM generate_series(%s, %s) g',
+              i * 10 + 1, i * 10 + 10)
+  FROM generate_series(0, 19) i \gexec
+\o
+SET stream_seq.in_place = off;
+\echo :LAST_ERROR_SQLSTATE
+SET stream_seq.hold_after_numbering = 1;
+\echo :LAST_ERROR_SQLSTATE
+RESET ROLE;
+SELECT * FROM versions('own');
+SELECT check_all('own');
+SELECT same_both_ways('SELECT id, seq FROM own WHERE seq BETWEEN 50 AND 60');
+SELECT count(*) = 200 AS all_numbered, count(DISTINCT seq) = 200 AS unique_numbers
+  FROM own WHERE seq > 0;
+
+-- a publication whose row filter uses a column outside the replica
+-- identity could not publish the UPDATE that numbers rows when wal_level
+-- is logical: the INSERT fails at once, with PostgreSQL's message and a
+-- hint that says why an INSERT meets it
+CREATE TABLE pubrf (id int PRIMARY KEY, k int);
+SELECT stream_seq.enable('pubrf');
+SET client_min_messages = error;
+CREATE PUBLICATION pubrf_pub FOR TABLE pubrf WHERE (k > 0);
+RESET client_min_messages;
+INSERT INTO pubrf VALUES (1, 1);
+DROP PUBLICATION pubrf_pub;
+INSERT INTO pubrf VALUES (1, 1);
+SELECT id, seq > 0 AS numbered FROM pubrf;
+DROP TABLE pubrf;
+
+DROP TABLE h, full_idx, h2, frozen, whole, outbox, orders, h3, own;
+DROP PROCEDURE two_commits();
+SELECT stream_seq.drop_consumer('g', 'workers');
+DROP TABLE g;
+DROP FUNCTION versions(regclass), check_all(regclass), same_both_ways(text), to_outbox();
+REVOKE ALL ON SCHEMA public FROM write_path_writer;
+REVOKE ALL ON SCHEMA stream_seq FROM write_path_writer;
+DROP ROLE write_path_writer;
