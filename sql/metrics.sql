@@ -143,6 +143,43 @@ DROP ROLE metrics_owner;
 DROP TABLE mev_empty;
 SELECT kind, count(*) FROM stream_seq.metrics() GROUP BY kind ORDER BY kind;
 
+-- a call cancelled in the middle of a stream's count (a scraper's
+-- timeout, here statement_timeout while a group's slow slot expression
+-- runs) leaves its session as it was: the next statement runs, ROLLBACK
+-- and an empty transaction work, nothing leaks (no WARNING at commit)
+CREATE TABLE mev_slow (k int);
+SELECT stream_seq.enable('mev_slow');
+INSERT INTO mev_slow SELECT g FROM generate_series(1, 50) g;
+CREATE FUNCTION metrics_slowkey(int) RETURNS text LANGUAGE sql IMMUTABLE
+  AS $$SELECT pg_catalog.pg_sleep(0.05)::text || $1$$;
+SELECT stream_seq.create_group('mev_slow', 'slow', 'public.metrics_slowkey(k)', 2, 0::bigint);
+SET statement_timeout = '300ms';
+SELECT count(*) FROM stream_seq.metrics();
+RESET statement_timeout;
+SELECT 1 AS after_cancel;
+ROLLBACK;
+BEGIN;
+COMMIT;
+-- caught in PL/pgSQL, and in a transaction that goes on and commits
+SET statement_timeout = '300ms';
+DO $$
+BEGIN
+  PERFORM count(*) FROM stream_seq.metrics();
+EXCEPTION WHEN query_canceled THEN
+  RAISE NOTICE 'metrics() cancelled';
+END $$;
+RESET statement_timeout;
+BEGIN;
+SET LOCAL statement_timeout = '300ms';
+SAVEPOINT s;
+SELECT count(*) FROM stream_seq.metrics();
+ROLLBACK TO SAVEPOINT s;
+SELECT count(*) AS streams FROM stream_seq.metrics('stream');
+COMMIT;
+SELECT stream_seq.drop_consumer('mev_slow', 'slow');
+DROP TABLE mev_slow;
+DROP FUNCTION metrics_slowkey(int);
+
 DROP SCHEMA metrics_shadow CASCADE;
 DROP ROLE metrics_monitor;
 REVOKE ALL ON mev FROM metrics_reader;

@@ -27,6 +27,20 @@
  * entries per stream with consumers and backlog_cap rows per group,
  * whatever the backlog.
  *
+ * One stream's trouble does not blind the scrape.  The stream table is
+ * locked without waiting: one that another transaction holds in ACCESS
+ * EXCLUSIVE mode (an uncommitted DROP TABLE or disable(), LOCK TABLE,
+ * VACUUM FULL) is shown with its figures NULL; so is one no shared slot is
+ * free for (more streams enabled than stream_seq.max_streams), or whose
+ * figures fail to come (any error but a cancel).  Every other lock the
+ * call needs (the extension's tables, a stream's index, partitions and
+ * head sequence, what a group's slot expression reads) it waits for at
+ * most METRICS_LOCK_WAIT_MS, or lock_timeout if lower: past it, that
+ * stream's figures (or backlogs) are NULL, or for the extension's tables
+ * the call fails with 55P03.  What one stream needs runs in a
+ * subtransaction of its own, which a cancel (a scraper's timeout) rolls
+ * back before it ends the call.
+ *
  *-------------------------------------------------------------------------
  */
 #include "postgres.h"
@@ -39,6 +53,7 @@
 #include "funcapi.h"
 #include "miscadmin.h"
 #include "storage/lmgr.h"
+#include "storage/proc.h"
 #include "utils/acl.h"
 #include "utils/builtins.h"
 #include "utils/guc.h"
@@ -55,6 +70,13 @@ PG_FUNCTION_INFO_V1(stream_seq_metrics);
 
 /* the largest backlog_cap accepted: rows held in memory by one count */
 #define METRICS_MAX_BACKLOG_CAP 100000
+
+/*
+ * The longest a call waits for any one lock but a stream table's (which it
+ * does not wait for at all), in ms; lock_timeout if lower.
+ * doc/monitoring.md says so.
+ */
+#define METRICS_LOCK_WAIT_MS 100
 
 /* columns of the result, in the order of the SQL declaration */
 enum
@@ -133,6 +155,22 @@ typedef struct MetricsSlot
 	int64		backlog;
 	bool		capped;
 } MetricsSlot;
+
+/* What metrics_read_stream() reads of one stream. */
+typedef struct MetricsRead
+{
+	Oid			relid;			/* the stream */
+	bool		standby;		/* RecoveryInProgress() */
+	StreamRef  *ref;			/* NULL: not a stream now, or no slot */
+	bool		no_slot;		/* no shared slot was free for it */
+	bool		have_status;
+	bool		have_horizon;
+	int64		horizon;
+	StreamStatus status;
+} MetricsRead;
+
+/* A step of metrics_isolated(). */
+typedef void (*MetricsStep) (void *arg);
 
 /* What one call reads, and where. */
 typedef struct MetricsState
@@ -574,26 +612,33 @@ metrics_count_stream(MetricsState *st, StreamRef *ref, int from, int to,
 }
 
 /*
- * metrics_count_stream_isolated
- *		metrics_count_stream() in a subtransaction: what one stream's
- *		counting runs as its owner (the group's slot expression, the
- *		owner's privileges on the extension's schema and functions) may
- *		fail, and must not take the series of every other stream with it.
- *		On failure its consumers' and slots' backlogs are left unknown
- *		(NULL); a cancel is not caught.
+ * metrics_isolated
+ *		Run "step" in a subtransaction: what one stream's figures need runs
+ *		as its owner (a group's slot expression, the owner's privileges),
+ *		waits for locks at most METRICS_LOCK_WAIT_MS, needs a shared slot,
+ *		and may fail: it must not take the series of every other stream
+ *		with it.  Returns false if it failed, its error dropped.  A cancel
+ *		(statement_timeout, pg_cancel_backend(): a scraper's timeout) is
+ *		raised again, but only once the subtransaction is rolled back and
+ *		the caller's memory context and resource owner are back, as
+ *		run_policy() (retention_policy.c) does: raised before, it left the
+ *		subtransaction open under the aborted statement, the session's
+ *		next statement failed with 25P02 outside any transaction block and
+ *		its ROLLBACK with FATAL, and a PL/pgSQL block that caught it leaked
+ *		the subtransaction's snapshots and plans into its transaction.
  */
-static void
-metrics_count_stream_isolated(MetricsState *st, StreamRef *ref, int from,
-							  int to, int64 horizon, int cap)
+static bool
+metrics_isolated(MetricsStep step, void *arg)
 {
 	MemoryContext oldcxt = CurrentMemoryContext;
 	ResourceOwner oldowner = CurrentResourceOwner;
+	bool		ok = true;
 
 	BeginInternalSubTransaction(NULL);
 	MemoryContextSwitchTo(oldcxt);
 	PG_TRY();
 	{
-		metrics_count_stream(st, ref, from, to, horizon, cap);
+		step(arg);
 		ReleaseCurrentSubTransaction();
 		MemoryContextSwitchTo(oldcxt);
 		CurrentResourceOwner = oldowner;
@@ -601,28 +646,128 @@ metrics_count_stream_isolated(MetricsState *st, StreamRef *ref, int from,
 	PG_CATCH();
 	{
 		ErrorData  *edata;
-		int			i;
-		int			j;
 
 		MemoryContextSwitchTo(oldcxt);
 		edata = CopyErrorData();
-		if (edata->sqlerrcode == ERRCODE_QUERY_CANCELED)
-			PG_RE_THROW();
 		FlushErrorState();
 		RollbackAndReleaseCurrentSubTransaction();
 		MemoryContextSwitchTo(oldcxt);
 		CurrentResourceOwner = oldowner;
+		if (edata->sqlerrcode == ERRCODE_QUERY_CANCELED)
+			ReThrowError(edata);
 		FreeErrorData(edata);
-		for (i = from; i < to; i++)
-		{
-			MetricsConsumer *mc = &st->consumers[i];
-
-			mc->have_backlog = false;
-			for (j = mc->first_slot; mc->slots != 0 && j < mc->first_slot + mc->nslots; j++)
-				st->slots[j].have_backlog = false;
-		}
+		ok = false;
 	}
 	PG_END_TRY();
+	return ok;
+}
+
+/* The arguments of metrics_count_step(). */
+typedef struct MetricsCount
+{
+	MetricsState *st;
+	StreamRef  *ref;
+	int			from;
+	int			to;
+	int64		horizon;
+	int			cap;
+} MetricsCount;
+
+/*
+ * metrics_count_step
+ *		metrics_count_stream() as a step of metrics_isolated().
+ */
+static void
+metrics_count_step(void *arg)
+{
+	MetricsCount *mc = (MetricsCount *) arg;
+
+	metrics_count_stream(mc->st, mc->ref, mc->from, mc->to, mc->horizon,
+						 mc->cap);
+}
+
+/*
+ * metrics_count_stream_isolated
+ *		metrics_count_stream() in a subtransaction (metrics_isolated): on
+ *		failure its consumers' and slots' backlogs are left unknown (NULL).
+ */
+static void
+metrics_count_stream_isolated(MetricsState *st, StreamRef *ref, int from,
+							  int to, int64 horizon, int cap)
+{
+	MetricsCount args;
+	int			i;
+	int			j;
+
+	args.st = st;
+	args.ref = ref;
+	args.from = from;
+	args.to = to;
+	args.horizon = horizon;
+	args.cap = cap;
+	if (metrics_isolated(metrics_count_step, &args))
+		return;
+	for (i = from; i < to; i++)
+	{
+		MetricsConsumer *mc = &st->consumers[i];
+
+		mc->have_backlog = false;
+		for (j = mc->first_slot; mc->slots != 0 && j < mc->first_slot + mc->nslots; j++)
+			st->slots[j].have_backlog = false;
+	}
+}
+
+/*
+ * metrics_read_stream
+ *		A step of metrics_isolated(): the handle, head and horizon of a
+ *		stream whose table is locked, as the streams view reads them
+ *		(status.c).  A stream no longer in the catalog gets no handle; one
+ *		no shared slot is free for neither, and no_slot set.
+ */
+static void
+metrics_read_stream(void *arg)
+{
+	MetricsRead *rd = (MetricsRead *) arg;
+	Snapshot	snapshot;
+
+	rd->ref = stream_lookup_if_slot(rd->relid, &rd->no_slot);
+	if (rd->ref == NULL)
+		return;
+	snapshot = stream_statement_snapshot();
+	if (!rd->standby)
+	{
+		(void) stream_compute_horizon(rd->ref, snapshot, NULL);
+		rd->have_status = stream_slot_status(rd->ref, snapshot, &rd->status);
+		rd->have_horizon = rd->have_status;
+		rd->horizon = rd->status.horizon;
+	}
+	else
+	{
+		rd->have_horizon = stream_standby_horizon(rd->ref, snapshot,
+												  &rd->horizon) ==
+			STANDBY_HORIZON_DONE;
+		rd->have_status = stream_slot_status(rd->ref, snapshot, &rd->status);
+		if (rd->have_status)
+			rd->status.horizon = rd->status.visible_horizon = rd->horizon;
+	}
+}
+
+/*
+ * metrics_stream_name
+ *		schema.name of relation "relid", quoted, or NULL if it no longer
+ *		exists; read without a lock on it (its table may be locked by
+ *		another transaction).
+ */
+static char *
+metrics_stream_name(Oid relid)
+{
+	char	   *relname = get_rel_name(relid);
+	char	   *nspname = relname != NULL ?
+		get_namespace_name(get_rel_namespace(relid)) : NULL;
+
+	if (relname == NULL || nspname == NULL)
+		return NULL;
+	return quote_qualified_identifier(nspname, relname);
 }
 
 /*
@@ -648,6 +793,7 @@ stream_seq_metrics(PG_FUNCTION_ARGS)
 	bool		standby = RecoveryInProgress();
 	int			c = 0;
 	int			s;
+	int			save_nestlevel;
 
 	if (!PG_ARGISNULL(0))
 	{
@@ -676,17 +822,26 @@ stream_seq_metrics(PG_FUNCTION_ARGS)
 	stream_check_preloaded();
 	InitMaterializedSRF(fcinfo, 0);
 	st.cxt = CurrentMemoryContext;
+
+	/* no lock is waited for longer than METRICS_LOCK_WAIT_MS */
+	save_nestlevel = NewGUCNestLevel();
+	if (LockTimeout <= 0 || LockTimeout > METRICS_LOCK_WAIT_MS)
+		(void) set_config_option("lock_timeout",
+								 psprintf("%d", METRICS_LOCK_WAIT_MS),
+								 PGC_USERSET, PGC_S_SESSION,
+								 GUC_ACTION_SAVE, true, 0, false);
+
 	metrics_read_catalog(&st, want_consumers || want_slots);
 
 	for (s = 0; s < st.nstreams; s++)
 	{
 		Oid			relid = st.streams[s].relid;
-		StreamRef  *ref;
-		StreamStatus status;
+		MetricsRead rd;
+		bool		locked;
 		bool		have_status;
 		bool		have_horizon;
 		int64		horizon = 0;
-		Snapshot	snapshot;
+		StreamStatus status;
 		char	   *name;
 		int			from;
 		int			i;
@@ -701,35 +856,44 @@ stream_seq_metrics(PG_FUNCTION_ARGS)
 			c++;
 
 		/*
-		 * Locked, then checked: a stream dropped since the catalog was read
-		 * is left out rather than failing the call.
+		 * Locked without waiting, then checked: a stream whose table
+		 * another transaction holds in ACCESS EXCLUSIVE mode is shown with
+		 * its figures NULL; one dropped or disabled since the catalog was
+		 * read is left out.  Its figures are read in a subtransaction: one
+		 * that cannot be had (no shared slot free, a lock not granted
+		 * within the bound, any error but a cancel) leaves them NULL.
 		 */
-		LockRelationOid(relid, AccessShareLock);
-		if (!SearchSysCacheExists1(RELOID, ObjectIdGetDatum(relid)) ||
-			(ref = stream_lookup(relid, true)) == NULL)
+		locked = ConditionalLockRelationOid(relid, AccessShareLock);
+		if (locked && !SearchSysCacheExists1(RELOID, ObjectIdGetDatum(relid)))
 		{
 			UnlockRelationOid(relid, AccessShareLock);
 			continue;
 		}
-		name = stream_qualified_name(relid);
-
-		/* as the streams view does (status.c) */
-		snapshot = stream_statement_snapshot();
-		if (!standby)
+		name = metrics_stream_name(relid);
+		if (name == NULL)
 		{
-			(void) stream_compute_horizon(ref, snapshot, NULL);
-			have_status = stream_slot_status(ref, snapshot, &status);
-			have_horizon = have_status;
-			horizon = status.horizon;
+			if (locked)
+				UnlockRelationOid(relid, AccessShareLock);
+			continue;
+		}
+		memset(&rd, 0, sizeof(rd));
+		rd.relid = relid;
+		rd.standby = standby;
+		if (locked && metrics_isolated(metrics_read_stream, &rd))
+		{
+			if (rd.ref == NULL && !rd.no_slot)
+			{
+				UnlockRelationOid(relid, AccessShareLock);
+				continue;
+			}
 		}
 		else
-		{
-			have_horizon = stream_standby_horizon(ref, snapshot, &horizon) ==
-				STANDBY_HORIZON_DONE;
-			have_status = stream_slot_status(ref, snapshot, &status);
-			if (have_status)
-				status.horizon = status.visible_horizon = horizon;
-		}
+			rd.ref = NULL;
+		have_status = rd.ref != NULL && rd.have_status;
+		have_horizon = rd.ref != NULL && rd.have_horizon;
+		if (have_horizon)
+			horizon = rd.horizon;
+		status = rd.status;
 
 		if (want_streams)
 		{
@@ -775,7 +939,7 @@ stream_seq_metrics(PG_FUNCTION_ARGS)
 			continue;
 
 		if (have_horizon)
-			metrics_count_stream_isolated(&st, ref, from, c, horizon, cap);
+			metrics_count_stream_isolated(&st, rd.ref, from, c, horizon, cap);
 
 		for (i = from; i < c; i++)
 		{
@@ -855,5 +1019,6 @@ stream_seq_metrics(PG_FUNCTION_ARGS)
 			}
 		}
 	}
+	AtEOXact_GUC(true, save_nestlevel);
 	return (Datum) 0;
 }

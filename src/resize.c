@@ -524,7 +524,7 @@ static char *
 slot_index_statement_on(const SlotIndexPlan *plan, const char *name,
 						const char *table, bool concurrently, bool only)
 {
-	return psprintf("CREATE INDEX %s%s ON %s%s ((%s), %s) WHERE %s IS NOT NULL",
+	return psprintf("CREATE INDEX %s%s ON %s%s ((%s), %s) WHERE %s > 0",
 					concurrently ? "CONCURRENTLY " : "",
 					quote_identifier(name), only ? "ONLY " : "", table,
 					plan->expr, quote_identifier(plan->column),
@@ -575,7 +575,7 @@ find_slot_index_on(Oid relid, const SlotIndexPlan *plan, AttrNumber attnum,
 	values[0] = ObjectIdGetDatum(relid);
 	values[1] = CStringGetTextDatum(plan->expr);
 	values[2] = Int16GetDatum(attnum);
-	values[3] = CStringGetTextDatum(psprintf("(%s IS NOT NULL)",
+	values[3] = CStringGetTextDatum(psprintf("(%s > 0)",
 											 quote_identifier(plan->column)));
 	values[4] = ObjectIdGetDatum(after);
 	values[5] = ObjectIdGetDatum(plan->stream);
@@ -1021,8 +1021,13 @@ report_pending_resize(const char *consumer, int pending, int current)
  *		a partitioned one those of partitioned_index_statements().  One
  *		NULL row when resize_group() would build none: the count is the
  *		current one or that of the pending resize, or such an index is
- *		there already.  Same checks as resize_group(); takes no lock beyond
- *		those of the lookups.
+ *		there already.  Same checks as resize_group(), made once the table
+ *		is locked in ACCESS SHARE mode (until the transaction ends): its
+ *		queries read the table's indexes (pg_get_expr() opens the table),
+ *		so a DROP TABLE or disable() that committed while the lock was
+ *		waited for must be seen by the checks (42P01, 42809), and a
+ *		drop_consumer() of the group (42704), not end in "could not open
+ *		relation" (XX000) or a statement for a group that is gone.
  */
 Datum
 stream_seq_resize_index(PG_FUNCTION_ARGS)
@@ -1043,6 +1048,8 @@ stream_seq_resize_index(PG_FUNCTION_ARGS)
 	Datum		out[1];
 	bool		nulls[1] = {false};
 
+	stream_check_not_null(fcinfo, 3, "stream table, group name and slots");
+	stream_check_locked(PG_GETARG_OID(0), AccessShareLock);
 	check_resize_call(fcinfo, &relid, &consumer, &slots, &current);
 	values[0] = ObjectIdGetDatum(relid);
 	values[1] = CStringGetTextDatum(consumer);

@@ -5,9 +5,9 @@
 # prometheus-postgres-exporter) with doc/examples/prometheus/queries.yaml,
 # scraped over loopback, against a cluster with two streams, a consumer
 # that caught up, a lagging consumer with a dead letter, a group with a
-# leased slot, and a commit stalled while it holds a number (a deferred
-# trigger of the application's waits for an advisory lock the test
-# holds).  The exporter discovers every database of the cluster
+# leased slot, and a commit stalled while it holds a number (it waits,
+# once its row is numbered, for an advisory lock the test holds:
+# stream_seq.hold_after_numbering).  The exporter discovers every database of the cluster
 # (--auto-discover-databases), one of which has no stream_seq.
 #
 #  (a) as a role that is only a member of pg_monitor (no SELECT on the
@@ -81,26 +81,17 @@ SELECT stream_seq.create_group('orders', 'workers', 'id', 2);
 SELECT count(*) FROM stream_seq.claim('orders', 'workers', 'w1', '1 hour');
 CREATE TABLE quiet (payload text);
 SELECT stream_seq.enable('quiet');
--- a deferred trigger of the application's, after the stream's own (names
--- sort after "stream_seq_assign"): a commit holds its numbers while it
--- waits here
-CREATE FUNCTION hold_commit() RETURNS trigger LANGUAGE plpgsql AS $$
-BEGIN
-    PERFORM pg_advisory_xact_lock(4242);
-    RETURN NULL;
-END $$;
-CREATE CONSTRAINT TRIGGER zz_hold AFTER INSERT ON orders
-  DEFERRABLE INITIALLY DEFERRED FOR EACH ROW EXECUTE FUNCTION hold_commit();
 });
 is( $node->safe_psql('postgres',
 		q{SELECT has_table_privilege('exporter', 'orders', 'SELECT')}),
 	'f', 'the exporter role may not read the stream table');
 
 # the stalled commit: the test holds the lock, the writer's COMMIT waits
+# on it once its row has its number (stream_seq.hold_after_numbering)
 my $holder = session($node, $node->connstr('postgres'));
 $holder->rows('SELECT pg_advisory_lock(4242)');
 my $writer = bg_psql($node,
-	q{BEGIN; INSERT INTO orders (payload) VALUES ('stalled'); COMMIT;});
+	q{SET stream_seq.hold_after_numbering = 4242; BEGIN; INSERT INTO orders (payload) VALUES ('stalled'); COMMIT;});
 $node->poll_query_until('postgres', q{
 SELECT count(*) = 1 FROM pg_stat_activity
  WHERE wait_event_type = 'Lock' AND wait_event = 'advisory'
@@ -329,6 +320,112 @@ my $log = log_since($node, $log_start);
 unlike($log, qr/ERROR|does not exist|permission denied/,
 	'no error in the server log from the scrapes')
   or diag($log);
+
+# ---------------------------------------------------------------------
+# (f) one stream's trouble: "quiet" locked ACCESS EXCLUSIVE by another
+#     transaction.  The exporter's role has lock_timeout 1 s, so a scrape
+#     that waited for the lock would fail (55P03) and export nothing of
+#     any stream.  metrics() does not wait for it: quiet is unavailable,
+#     its other series NaN, and orders' series are all there.
+$node->safe_psql('postgres', q{ALTER ROLE exporter SET lock_timeout = '1s'});
+$e = start_exporter('exporter');
+ok(defined $e, 'the exporter answers again');
+$holder->rows('BEGIN');
+$holder->rows('LOCK TABLE quiet IN ACCESS EXCLUSIVE MODE');
+($s, $text) = scrape($e);
+is($s->{'pg_exporter_last_scrape_error{}'}, '0',
+	'quiet locked: the scrape had no error');
+is(sample($s, 'stream_seq_stream_unavailable', stream => 'public.quiet'), '1',
+	'quiet locked: quiet is unavailable');
+is(sample($s, 'stream_seq_stream_head', stream => 'public.quiet'), 'NaN',
+	'quiet locked: its head is NaN');
+is(sample($s, 'stream_seq_stream_unavailable', %o), '0',
+	'quiet locked: orders is available');
+is(sample($s, 'stream_seq_stream_horizon', %o), '32',
+	'quiet locked: orders has its horizon');
+is(sample($s, 'stream_seq_consumer_backlog_rows', %a), '21',
+	'quiet locked: orders\' consumers have their backlogs');
+$holder->rows('ROLLBACK');
+($s, $text) = scrape($e);
+is(sample($s, 'stream_seq_stream_unavailable', stream => 'public.quiet'), '0',
+	'unlocked: quiet is available again');
+is(sample($s, 'stream_seq_stream_head', stream => 'public.quiet'), '0',
+	'unlocked: its head is back');
+
+# The stream's indexes locked (REINDEX in an open transaction): counting
+# backlogs needs them, and waits for them at most 100 ms (under a
+# lock_timeout of 10 s here); orders' stream figures stay, its backlogs
+# are NULL, and quiet's series are complete.
+$holder->rows('BEGIN');
+$holder->rows('REINDEX TABLE orders');
+my $t_locked = time();
+my $r = query($node, q{SET lock_timeout = '10s';
+SELECT kind || ':' || coalesce(stream_name, '') || ':' || coalesce(consumer, '')
+       || ':' || (head IS NOT NULL) || ':' || (backlog_rows IS NOT NULL)
+  FROM stream_seq.metrics() WHERE kind <> 'slot'
+ ORDER BY kind, stream_name, consumer});
+my $locked_seconds = time() - $t_locked;
+is($r, join("\n", 'consumer:public.orders:audit:false:false',
+	'consumer:public.orders:billing:false:false',
+	'consumer:public.orders:workers:false:false',
+	'stream:public.orders::true:false', 'stream:public.quiet::true:false'),
+	'indexes locked: orders has its head, its backlogs are NULL');
+cmp_ok($locked_seconds, '<', 5,
+	'indexes locked: the call waited for the lock at most about its bound');
+note sprintf('metrics() with the indexes of a stream locked: %.3f s', $locked_seconds);
+$holder->rows('ROLLBACK');
+my $unlock_log = stop_exporter($e);
+unlike($unlock_log, qr/level=(error|warn)/, 'locked stream: the exporter logged no error')
+  or diag($unlock_log);
+
+# (g) a scrape timeout: the exporter's role gets statement_timeout 500 ms,
+#     and a group whose slot expression is slow makes metrics() for the
+#     consumers and the slots run out of it in the middle of counting, at
+#     every scrape.  The streams' series still come.  Once the group is
+#     gone, the next scrape on the same connections has every series and
+#     no error: the cancelled calls left their sessions usable.
+$node->safe_psql('postgres', q{
+CREATE TABLE slowly (k int);
+SELECT stream_seq.enable('slowly');
+INSERT INTO slowly SELECT g FROM generate_series(1, 40) g;
+CREATE FUNCTION slowkey(int) RETURNS text LANGUAGE sql IMMUTABLE
+  AS $$SELECT pg_catalog.pg_sleep(0.05)::text || $1$$;
+SELECT stream_seq.create_group('slowly', 'g', 'public.slowkey(k)', 2, 0::bigint);
+ALTER ROLE exporter SET statement_timeout = '500ms';
+});
+my $timeout_log_start = log_offset($node);
+$e = start_exporter('exporter');
+ok(defined $e, 'the exporter answers with statement_timeout');
+for my $n (1, 2)
+{
+	($s, $text) = scrape($e);
+	is($s->{'pg_exporter_last_scrape_error{}'}, '1',
+		"timed out, scrape $n: the consumers' and slots' queries failed");
+	is(sample($s, 'stream_seq_stream_horizon', %o), '32',
+		"timed out, scrape $n: the streams' series came");
+}
+# (a session left in a transaction by a cancel would hold its locks: the
+# drop would wait for it)
+is(try_sql($node, q{SET lock_timeout = '10s'; SELECT stream_seq.drop_consumer('slowly', 'g')}),
+	'ok', 'the slow group is dropped: no cancelled call holds a lock');
+($s, $text) = scrape($e);
+is($s->{'pg_exporter_last_scrape_error{}'}, '0',
+	'after the timeouts: the scrape had no error');
+is(sample($s, 'stream_seq_consumer_backlog_rows', %a), '21',
+	'after the timeouts: the consumers\' series are back');
+is(sample($s, 'stream_seq_slot_leased', %w, slot => 0), '1',
+	'after the timeouts: the slots\' series are back');
+stop_exporter($e);
+my $timeout_log = log_since($node, $timeout_log_start);
+like($timeout_log, qr/canceling statement due to statement timeout/,
+	'the server log has the timeouts');
+unlike($timeout_log, qr/FATAL|unexpected state|leak|still active|current transaction is aborted/,
+	'and nothing a cancelled call left behind')
+  or diag($timeout_log);
+$node->safe_psql('postgres', q{
+ALTER ROLE exporter RESET statement_timeout;
+ALTER ROLE exporter RESET lock_timeout;
+});
 $holder->close;
 
 note sprintf('040 took %.1f s', time() - $t_start);
