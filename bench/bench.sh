@@ -18,11 +18,14 @@
 #   stream_pk  (e) as (id bigserial PRIMARY KEY, seq bigint numbered by
 #              stream_seq (its partial unique index), ...)
 # Figures (numbers as in issues 5 and 11):
-#   1 writer throughput: 1- and 10-row transactions, BENCH_CLIENTS clients,
-#     synchronous_commit on/off, every contender; BENCH_REPS rounds, each
-#     running every cell once with the contenders in a rotated order, runs
-#     of BENCH_SECONDS; medians with the spread (min-max) across rounds, and
-#     ratios against the bigserial contender of the same shape
+#   1 writer throughput: 1-, 10- and 1,000-row transactions,
+#     BENCH_CLIENTS clients, synchronous_commit on/off, every contender;
+#     and one COPY of BENCH_COPY_ROWS rows (rows/s, WAL per row) into each
+#     table COPY can fill as its writer does (not lock's, PgQ's);
+#     BENCH_REPS rounds, each running every cell once with the contenders
+#     in a rotated order, runs of BENCH_SECONDS; medians with the spread
+#     (min-max) across rounds, and ratios against the bigserial contender
+#     of the same shape
 #   2 visibility lag (commit returned -> row returned by the reader) of a
 #     probe row every 10 ms, under 8 writers whose 1-row transactions stay
 #     open 0-3 ms (the demo's load)
@@ -30,12 +33,14 @@
 #     while an uncommitted insert into the contender's own table does
 #   4 reader cost: a 100-row page with and without the horizon; horizon()
 #     calls per second with 0 and with 64 transactions committing (held in
-#     their commit by a deferred trigger waiting on an advisory lock); the
+#     their commit, numbered, on an advisory lock:
+#     stream_seq.hold_after_numbering); the
 #     variants run interleaved in one pgbench run, compared by mean latency
 #   5 rows skipped by each reader during the runs of figures 2 and 3
 #     (figures 2, 3 and 5 run the five contenders of issue 5 only)
 #   6 shared memory per stream and per tracked transaction
-#   7 physical cost per row, every contender, 1- and 10-row transactions:
+#   7 physical cost per row, every contender, 1-, 10- and 1,000-row
+#     transactions:
 #     BENCH_COST_ROWS rows written by 8 clients (pgbench -t,
 #     synchronous_commit off) with autovacuum off; WAL bytes per row
 #     (pg_current_wal_insert_lsn() before and after; PgQ without its ticker,
@@ -85,8 +90,8 @@
 #     the hand-written loop of doc/examples/group_worker.py draining 20,000
 #     rows, and their wake-up latency (median, p95) over 200 events
 #  14 instructions per row (bench/instructions_per_row.sh 2000, callgrind,
-#     a single-user backend): bigserial, the heap-only write and the
-#     in-place write, for 1- and 10-row transactions and COPY, and COPY
+#     a single-user backend): bigserial, the stream table's write and its
+#     update route (in_place off), for 1- and 10-row transactions and COPY, and COPY
 #     into bigserial with a BEFORE row trigger in C
 # Prints the tables, writes them to bench/results.md, draws
 # bench/throughput.png (gnuplot) and keeps the raw numbers in bench/out/.
@@ -107,6 +112,7 @@
 #   BENCH_FIGURES ("1 2 3 4 6 7 8 9 10 11 12 13 14"; 5 comes with 2 and 3)
 #   BENCH_LAG_SECONDS (8)      figure 2 run length
 #   BENCH_STALL_SECONDS (10)   figure 3: how long the transaction stays open
+#   BENCH_COPY_ROWS (100000)   figure 1: rows of the COPY
 #   BENCH_COST_ROWS (50000)    figure 7: rows written per measurement
 #                              (rounded down to a multiple of 80)
 #   BENCH_VACUUM_CONTENDERS ("serial_pk stream_pk")
@@ -146,6 +152,7 @@ REPLICA_ROUNDS=${BENCH_REPLICA_ROUNDS:-5}
 LAG_SECS=${BENCH_LAG_SECONDS:-8}
 STALL_SECS=${BENCH_STALL_SECONDS:-10}
 COST_ROWS=${BENCH_COST_ROWS:-50000}
+COPY_ROWS=${BENCH_COPY_ROWS:-100000}
 VAC_CONTENDERS=${BENCH_VACUUM_CONTENDERS:-"serial_pk stream_pk"}
 VAC_SECS=${BENCH_VACUUM_SECONDS:-300}
 VAC_RATE=${BENCH_VACUUM_RATE:-500}
@@ -221,6 +228,18 @@ ticker_stop() {
 	wait "$TICK_PID" || true
 }
 
+# copy_run CONTENDER: one COPY of COPY_ROWS rows into its table, in one
+# transaction; prints rows/s and WAL bytes per row, tab-separated
+copy_run() {
+	local start ms
+	start=$(psql_q -At -c "SELECT pg_current_wal_insert_lsn() - '0/0'")
+	ms=$(seq 1 "$COPY_ROWS" | psql_q -c '\timing on' -c "COPY ev_$1 (payload) FROM STDIN" |
+		awk '/^Time:/ { print $2 }')
+	awk -v rows="$COPY_ROWS" -v ms="$ms" \
+		-v wal=$(($(psql_q -At -c "SELECT pg_current_wal_insert_lsn() - '0/0'") - start)) \
+		'BEGIN { printf "%.0f\t%.0f\n", rows / (ms / 1000), wal / rows }'
+}
+
 # the contenders in a rotated order, so that none always runs first
 rotated() {
 	local -a list=($CONTENDERS)
@@ -237,7 +256,7 @@ if has_figure 1; then
 	runs=0
 	for rep in $(seq 1 "$REPS"); do
 		for sc in on off; do
-			for rows in 1 10; do
+			for rows in 1 10 1000; do
 				for c in $CLIENTS; do
 					runs=$((runs + 1))
 					for k in $(rotated $runs); do
@@ -256,6 +275,15 @@ if has_figure 1; then
 			done
 			log "figure 1: rep $rep/$REPS, synchronous_commit=$sc done"
 		done
+		# one COPY of COPY_ROWS rows into each table COPY can fill as its
+		# writer does (not lock's and PgQ's, whose writers call functions)
+		runs=$((runs + 1))
+		for k in $(rotated $runs); do
+			case $k in lock | pgq) continue ;; esac
+			reset "$k"
+			printf 'copy\t%s\t%s\t%s\t%s\n' "$k" "$rep" "$COPY_ROWS" "$(copy_run "$k")" >>"$RAW"
+		done
+		log "figure 1: rep $rep/$REPS, COPY done"
 	done
 fi
 
@@ -331,7 +359,17 @@ if has_figure 4 && [[ " $CONTENDERS " == *" stream "* ]]; then
 			-f "$BENCH_DIR/pgbench/page_plain.sql" -f "$BENCH_DIR/pgbench/page_horizon.sql" \
 			-f "$BENCH_DIR/pgbench/select1.sql" -f "$BENCH_DIR/pgbench/horizon_call.sql" \
 			-f "$BENCH_DIR/pgbench/page_const.sql" >/dev/null
+		# the two pages again, every execution on the generic plan (as
+		# drivers' named statements after five executions, when the
+		# planner finds it no dearer): the index on seq is used either way
+		PGOPTIONS="-c plan_cache_mode=force_generic_plan" \
+			pgb "$OUT/reader.0g.$rep.log" -c 1 -T "$SECS" -D maxc="$maxc" \
+			-l --log-prefix="$OUT/lat/reader0g_$rep" \
+			-f "$BENCH_DIR/pgbench/page_plain.sql" -f "$BENCH_DIR/pgbench/page_horizon.sql" >/dev/null
 	done
+	PGOPTIONS="-c plan_cache_mode=force_generic_plan" psql_q -At \
+		-c "PREPARE p(bigint) AS SELECT seq, payload FROM ev_stream WHERE seq > \$1 AND seq < stream_seq.horizon('ev_stream') ORDER BY seq LIMIT 100" \
+		-c "EXPLAIN (COSTS OFF) EXECUTE p(5)" >"$OUT/page_plan_generic.txt"
 	tracked0=$(stream_state tracked)
 
 	# 64 transactions held in their commit by advisory lock 777
@@ -433,9 +471,10 @@ if has_figure 7; then
 	# measurement
 	psql_q -o /dev/null -c "ALTER SYSTEM SET autovacuum = off" -c "SELECT pg_reload_conf()"
 	autovacuum_idle
-	# the same number of rows for 1- and 10-row transactions of 8 clients
+	# the same number of rows for 1-, 10- and 1,000-row transactions of 8
+	# clients (1,000-row ones: 48 of them, a few rows fewer)
 	blocks=$((COST_ROWS / 80))
-	for rows in 1 10; do
+	for rows in 1 10 1000; do
 		per_client=$((blocks * 10 / rows))
 		nrows=$((per_client * 8 * rows))
 		for k in $CONTENDERS; do

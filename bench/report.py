@@ -150,12 +150,17 @@ def parse_autovacuum_log(path, table):
 
 def load(out):
     tput, lagtps, meta, cost, vac = {}, {}, {}, [], []
+    copies = {}
     hstate = shmem = None
     for line in open(os.path.join(out, "raw.tsv")):
         f = line.rstrip("\n").split("\t")
         if f[0] == "tput":
             _, k, sc, rows, c, rep, tps, failed = f
             tput.setdefault((k, sc, int(rows), int(c)), {})[int(rep)] = num(tps)
+        elif f[0] == "copy":
+            _, k, rep, nrows, rate, wal = f
+            meta["copy_rows"] = nrows
+            copies.setdefault(k, {})[int(rep)] = (num(rate), num(wal))
         elif f[0] == "cost":
             keys = ("contender", "rows", "nrows", "inserted", "updated", "dead", "wal",
                     "table", "index", "heap_in_use", "table_vac", "index_vac", "vacuum_wal",
@@ -205,7 +210,7 @@ def load(out):
         name = os.path.basename(path)[:-5]
         with open(path) as fh:
             runs[name] = json.loads(fh.readline())
-    return tput, lagtps, page, hstate, shmem, meta, runs, cost, vac
+    return tput, lagtps, page, hstate, shmem, meta, runs, cost, vac, copies
 
 
 def load_groups(out):
@@ -300,13 +305,14 @@ def group_figure(out, md):
 
 def main():
     out, md_path, png_path = sys.argv[1:4]
-    tput, lagtps, page, hstate, shmem, meta, runs, cost, vac = load(out)
+    tput, lagtps, page, hstate, shmem, meta, runs, cost, vac, copies = load(out)
     present = [k for k in ORDER if any(key[0] == k for key in tput)
                or any(r["contender"] == k for r in runs.values())
                or any(r["contender"] == k for r in cost)]
     md = []
     checks = []
     checks11 = []
+    checks44 = []
 
     md.append("# stream_seq benchmark results")
     md.append("")
@@ -413,6 +419,50 @@ def main():
                     fmt(median(list(a_runs.values())) * rows),
                     fmt(median(list(e_runs.values())) * rows)))
             md.append("")
+        if copies:
+            md.append("### 1c. One COPY of %s rows in one transaction (median [min-max] of "
+                      "the rounds)" % fmt(num(meta.get("copy_rows", "nan"))))
+            md.append("")
+            md.append("Rows/s and WAL bytes per row; ratio of the medians to the bigserial "
+                      "table of the same shape ((a) for the tables of issue 5, (a) with the "
+                      "same indexes for (e) with the same indexes).")
+            md.append("")
+            md.append("| table | rows/s | ratio | WAL bytes/row | ratio |")
+            md.append("|---|---:|---:|---:|---:|")
+            for k in ORDER:
+                if k not in copies:
+                    continue
+                base_k = "serial_pk" if k.endswith("_pk") else "serial"
+                rates = {r: v[0] for r, v in copies[k].items()}
+                wals = {r: v[1] for r, v in copies[k].items()}
+                b_rates = {r: v[0] for r, v in copies.get(base_k, {}).items()}
+                b_wals = {r: v[1] for r, v in copies.get(base_k, {}).items()}
+                md.append("| %s | %s | %s | %s | %s |" % (
+                    NAMES[k], fmt_spread(list(rates.values())),
+                    "-" if k == base_k else ratio_spread(rates, b_rates),
+                    fmt_spread(list(wals.values())),
+                    "-" if k == base_k else ratio(median(list(wals.values())),
+                                                   median(list(b_wals.values())))))
+            md.append("")
+        # targets of issue 44: the same-index shape, every case, 8 and 32 clients
+        for sc, rows, c in ks:
+            a_runs = runs_of("serial_pk", sc, rows, c)
+            e_runs = runs_of("stream_pk", sc, rows, c)
+            if a_runs and e_runs:
+                r = median(list(e_runs.values())) / median(list(a_runs.values()))
+                checks44.append(("same indexes, %d-row, %d clients, synchronous_commit %s: "
+                                 "ratio >= 0.95" % (rows, c, sc),
+                                 ratio_spread(e_runs, a_runs), r >= 0.95))
+        if "stream_pk" in copies and "serial_pk" in copies:
+            e = {r: v[0] for r, v in copies["stream_pk"].items()}
+            a = {r: v[0] for r, v in copies["serial_pk"].items()}
+            r = median(list(e.values())) / median(list(a.values()))
+            checks44.append(("same indexes, one COPY: ratio >= 0.95", ratio_spread(e, a),
+                             r >= 0.95))
+            ew = median([v[1] for v in copies["stream_pk"].values()])
+            aw = median([v[1] for v in copies["serial_pk"].values()])
+            checks44.append(("same indexes, one COPY: WAL per row <= 1.05x of (a)",
+                             "%.0f / %.0f = %.2f" % (ew, aw, ew / aw), ew <= 1.05 * aw))
         # targets
         for rows, sc, target in ((1, "on", 0.90), (1, "off", 0.70),
                                  (10, "on", 0.80), (10, "off", 0.60)):
@@ -557,6 +607,13 @@ def main():
         if not math.isnan(const):
             md.append("| same page `AND seq < 9000000000000000000` (a constant bound) | %s | %s | %s |"
                       % (fmt(per_s(const)), fmt(const, 1), fmt(med_ratio("reader0", 0, "reader0", 4), 3)))
+        gplain, ghor = med("reader0g", 0), med("reader0g", 1)
+        if not math.isnan(gplain) and not math.isnan(ghor):
+            md.append("| the 100-row page, `plan_cache_mode = force_generic_plan` | %s | %s | |"
+                      % (fmt(per_s(gplain)), fmt(gplain, 1)))
+            md.append("| the page with the horizon, `force_generic_plan` | %s | %s | %s |"
+                      % (fmt(per_s(ghor)), fmt(ghor, 1),
+                         fmt(med_ratio("reader0g", 0, "reader0g", 1), 3)))
         md.append("| `SELECT 1` | %s | %s | |" % (fmt(per_s(s1)), fmt(s1, 1)))
         md.append("| `horizon()`, 0 transactions committing (%s tracked entries) | %s | %s (net %s) | |"
                   % (t0, fmt(per_s(h0)), fmt(h0, 1), fmt(h0 - s1, 1)))
@@ -565,6 +622,15 @@ def main():
         md.append("| `horizon()`, %s transactions committing (%s tracked entries) | %s | %s (net %s) | |"
                   % (c64, t64, fmt(per_s(h64)), fmt(h64, 1), fmt(h64 - s1b, 1)))
         md.append("")
+        generic_plan = os.path.join(out, "page_plan_generic.txt")
+        if os.path.exists(generic_plan):
+            md.append("The reader's page as a prepared statement under "
+                      "`plan_cache_mode = force_generic_plan` (`EXPLAIN EXECUTE`):")
+            md.append("")
+            md.append("```")
+            md.extend(open(generic_plan).read().rstrip("\n").split("\n"))
+            md.append("```")
+            md.append("")
         if not math.isnan(r):
             checks.append(("page read with horizon >= 0.95 of without", "%.3f" % r, r >= 0.95))
 
@@ -615,6 +681,14 @@ def main():
                                  "%.2f (%s vs %s bytes)" % (r, per_row(e["wal"], e["nrows"]),
                                                             per_row(a["wal"], a["nrows"])),
                                  r <= 1.4))
+                bound = 1.20 if rows == 1 else 1.05
+                checks44.append(("same indexes, %d-row: WAL per row <= %.2fx of (a)"
+                                 % (rows, bound),
+                                 "%.2f (%s vs %s bytes)" % (r, per_row(e["wal"], e["nrows"]),
+                                                            per_row(a["wal"], a["nrows"])),
+                                 r <= bound))
+                checks44.append(("same indexes, %d-row: no dead tuple per row" % rows,
+                                 per_row(e["dead"], e["nrows"], 3), e["dead"] == 0))
         for rows in sorted(set(int(r["rows"]) for r in cost)):
             for k in ORDER:
                 r = byk.get((k, rows))
@@ -701,6 +775,15 @@ def main():
         md.append("| target | measured | met |")
         md.append("|---|---|---|")
         for name, value, ok in checks11:
+            md.append("| %s | %s | %s |" % (name, value, "yes" if ok else "**no**"))
+        md.append("")
+
+    if checks44:
+        md.append("## Targets of issue 44 for stream_seq (same indexes)")
+        md.append("")
+        md.append("| target | measured | met |")
+        md.append("|---|---|---|")
+        for name, value, ok in checks44:
             md.append("| %s | %s | %s |" % (name, value, "yes" if ok else "**no**"))
         md.append("")
 

@@ -55,14 +55,3 @@ SELECT stream_seq.enable('ev_stream_pk');
 -- the unrelated table of the stall scenario
 CREATE TABLE unrelated (payload bigint);
 
--- figure 4, "64 transactions committing": a row in ev_stream_hold makes
--- its transaction wait, in its commit, after stream_seq_assign has taken
--- its numbers, until advisory lock 777 is free
-CREATE TABLE ev_stream_hold (x int);
-CREATE FUNCTION hold_in_commit() RETURNS trigger LANGUAGE plpgsql AS $$
-BEGIN
-    PERFORM pg_advisory_xact_lock_shared(777);
-    RETURN NULL;
-END $$;
-CREATE CONSTRAINT TRIGGER hold_in_commit AFTER INSERT ON ev_stream_hold
-    DEFERRABLE INITIALLY DEFERRED FOR EACH ROW EXECUTE FUNCTION hold_in_commit();
