@@ -145,6 +145,9 @@ DROP TABLE ps, ps_1_a;
 -- an UPDATE that moves a numbered row to another partition is refused,
 -- saying what happened
 UPDATE pe SET day = 2 WHERE id = 7;
+-- and an UPDATE of the number through the parent is refused naming the
+-- stream, which a partition's rows belong to, not the partition
+UPDATE pe SET seq = seq + 1 WHERE id = 7;
 
 -- a stream partitioned by time: only partitions whose upper bound lies
 -- stream_seq.seal_grace (1 hour) in the past are sealed, whatever rows
