@@ -83,6 +83,13 @@ stream_recorded_end(Oid head_seq, int64 interval)
  *		The highest number in the stream table (PG_INT64_MIN if none) that
  *		"snapshot" sees, read through the unique index, as the extension's
  *		owner so that row-level security cannot hide a row.
+ *
+ *		The query says "column > 0": the first commit after a start runs it
+ *		in a transaction that stored rows not yet numbered, for which the
+ *		planner keeps the index's predicate "column > 0" as it is
+ *		(planner.c), and "max(column)" alone would read the whole table.
+ *		Only a table without a number above 0 (empty, or restored from a
+ *		version that let numbers start at 0 or below) is read whole.
  */
 int64
 stream_table_max(StreamRef *ref, Snapshot snapshot)
@@ -98,6 +105,13 @@ stream_table_max(StreamRef *ref, Snapshot snapshot)
 				(errcode(ERRCODE_OBJECT_NOT_IN_PREREQUISITE_STATE),
 				 errmsg("stream table with OID %u was disabled or dropped while in use",
 						ref->relid)));
+	query = psprintf("SELECT pg_catalog.max(%s) FROM %s WHERE %s > 0",
+					 quote_identifier(column), stream_source(ref->relid),
+					 quote_identifier(column));
+	stream_catalog_exec_in(query, snapshot, &max_number, 1, &found);
+	pfree(query);
+	if (found && max_number != PG_INT64_MIN)	/* NULL: no number above 0 */
+		return max_number;
 	query = psprintf("SELECT pg_catalog.max(%s) FROM %s",
 					 quote_identifier(column), stream_source(ref->relid));
 	stream_catalog_exec_in(query, snapshot, &max_number, 1, &found);
@@ -120,6 +134,14 @@ stream_table_newest_time(StreamRef *ref, Snapshot snapshot)
 	int64		newest;
 	bool		found;
 
+	/* "column > 0" first, for the index: see stream_table_max */
+	query = psprintf("SELECT %s FROM %s WHERE %s > 0 ORDER BY %s DESC LIMIT 1",
+					 quote_identifier(time_column), stream_source(ref->relid),
+					 quote_identifier(column), quote_identifier(column));
+	stream_catalog_exec_in(query, snapshot, &newest, 1, &found);
+	pfree(query);
+	if (found)
+		return (TimestampTz) newest;
 	query = psprintf("SELECT %s FROM %s WHERE %s IS NOT NULL ORDER BY %s DESC LIMIT 1",
 					 quote_identifier(time_column), stream_source(ref->relid),
 					 quote_identifier(column), quote_identifier(column));
