@@ -89,7 +89,10 @@ stream_recorded_end(Oid head_seq, int64 interval)
  *		planner keeps the index's predicate "column > 0" as it is
  *		(planner.c), and "max(column)" alone would read the whole table.
  *		Only a table without a number above 0 (empty, or restored from a
- *		version that let numbers start at 0 or below) is read whole.
+ *		version that let numbers start at 0 or below) is read whole.  One
+ *		query, not two: between two, PostgreSQL 18 clears the
+ *		transaction's xmin when the first one's snapshot is popped, and
+ *		planning the second (transient, planner.c) asserts that it is set.
  */
 int64
 stream_table_max(StreamRef *ref, Snapshot snapshot)
@@ -105,14 +108,10 @@ stream_table_max(StreamRef *ref, Snapshot snapshot)
 				(errcode(ERRCODE_OBJECT_NOT_IN_PREREQUISITE_STATE),
 				 errmsg("stream table with OID %u was disabled or dropped while in use",
 						ref->relid)));
-	query = psprintf("SELECT pg_catalog.max(%s) FROM %s WHERE %s > 0",
+	query = psprintf("SELECT COALESCE((SELECT pg_catalog.max(%s) FROM %s WHERE %s > 0), "
+					 "(SELECT pg_catalog.max(%s) FROM %s))",
 					 quote_identifier(column), stream_source(ref->relid),
-					 quote_identifier(column));
-	stream_catalog_exec_in(query, snapshot, &max_number, 1, &found);
-	pfree(query);
-	if (found && max_number != PG_INT64_MIN)	/* NULL: no number above 0 */
-		return max_number;
-	query = psprintf("SELECT pg_catalog.max(%s) FROM %s",
+					 quote_identifier(column),
 					 quote_identifier(column), stream_source(ref->relid));
 	stream_catalog_exec_in(query, snapshot, &max_number, 1, &found);
 	pfree(query);
@@ -134,15 +133,14 @@ stream_table_newest_time(StreamRef *ref, Snapshot snapshot)
 	int64		newest;
 	bool		found;
 
-	/* "column > 0" first, for the index: see stream_table_max */
-	query = psprintf("SELECT %s FROM %s WHERE %s > 0 ORDER BY %s DESC LIMIT 1",
+	/* "column > 0" when there is such a row, for the index: see stream_table_max */
+	query = psprintf("SELECT CASE WHEN (SELECT pg_catalog.max(%s) FROM %s WHERE %s > 0) IS NOT NULL "
+					 "THEN (SELECT %s FROM %s WHERE %s > 0 ORDER BY %s DESC LIMIT 1) "
+					 "ELSE (SELECT %s FROM %s WHERE %s IS NOT NULL ORDER BY %s DESC LIMIT 1) END",
+					 quote_identifier(column), stream_source(ref->relid),
+					 quote_identifier(column),
 					 quote_identifier(time_column), stream_source(ref->relid),
-					 quote_identifier(column), quote_identifier(column));
-	stream_catalog_exec_in(query, snapshot, &newest, 1, &found);
-	pfree(query);
-	if (found)
-		return (TimestampTz) newest;
-	query = psprintf("SELECT %s FROM %s WHERE %s IS NOT NULL ORDER BY %s DESC LIMIT 1",
+					 quote_identifier(column), quote_identifier(column),
 					 quote_identifier(time_column), stream_source(ref->relid),
 					 quote_identifier(column), quote_identifier(column));
 	stream_catalog_exec_in(query, snapshot, &newest, 1, &found);
