@@ -632,7 +632,7 @@ metrics_isolated(MetricsStep step, void *arg)
 {
 	MemoryContext oldcxt = CurrentMemoryContext;
 	ResourceOwner oldowner = CurrentResourceOwner;
-	bool		ok = true;
+	volatile bool ok = true;	/* set in PG_CATCH */
 
 	BeginInternalSubTransaction(NULL);
 	MemoryContextSwitchTo(oldcxt);
