@@ -98,7 +98,8 @@ int64
 stream_table_max(StreamRef *ref, Snapshot snapshot)
 {
 	char	   *relname = get_rel_name(ref->relid);
-	char	   *column = get_attname(ref->relid, ref->seq_attnum, true);
+	const char *column = get_attname(ref->relid, ref->seq_attnum, true);
+	const char *source;
 	char	   *query;
 	int64		max_number;
 	bool		found;
@@ -108,11 +109,11 @@ stream_table_max(StreamRef *ref, Snapshot snapshot)
 				(errcode(ERRCODE_OBJECT_NOT_IN_PREREQUISITE_STATE),
 				 errmsg("stream table with OID %u was disabled or dropped while in use",
 						ref->relid)));
+	source = stream_source(ref->relid);
+	column = quote_identifier(column);
 	query = psprintf("SELECT COALESCE((SELECT pg_catalog.max(%s) FROM %s WHERE %s > 0), "
 					 "(SELECT pg_catalog.max(%s) FROM %s))",
-					 quote_identifier(column), stream_source(ref->relid),
-					 quote_identifier(column),
-					 quote_identifier(column), stream_source(ref->relid));
+					 column, source, column, column, source);
 	stream_catalog_exec_in(query, snapshot, &max_number, 1, &found);
 	pfree(query);
 	return found ? max_number : PG_INT64_MIN;
@@ -127,8 +128,12 @@ stream_table_max(StreamRef *ref, Snapshot snapshot)
 TimestampTz
 stream_table_newest_time(StreamRef *ref, Snapshot snapshot)
 {
-	char	   *column = get_attname(ref->relid, ref->seq_attnum, false);
-	char	   *time_column = get_attname(ref->relid, ref->time_attnum, false);
+	const char *column = quote_identifier(get_attname(ref->relid,
+													  ref->seq_attnum, false));
+	const char *time_column = quote_identifier(get_attname(ref->relid,
+														   ref->time_attnum,
+														   false));
+	char	   *source = stream_source(ref->relid);
 	char	   *query;
 	int64		newest;
 	bool		found;
@@ -137,12 +142,9 @@ stream_table_newest_time(StreamRef *ref, Snapshot snapshot)
 	query = psprintf("SELECT CASE WHEN (SELECT pg_catalog.max(%s) FROM %s WHERE %s > 0) IS NOT NULL "
 					 "THEN (SELECT %s FROM %s WHERE %s > 0 ORDER BY %s DESC LIMIT 1) "
 					 "ELSE (SELECT %s FROM %s WHERE %s IS NOT NULL ORDER BY %s DESC LIMIT 1) END",
-					 quote_identifier(column), stream_source(ref->relid),
-					 quote_identifier(column),
-					 quote_identifier(time_column), stream_source(ref->relid),
-					 quote_identifier(column), quote_identifier(column),
-					 quote_identifier(time_column), stream_source(ref->relid),
-					 quote_identifier(column), quote_identifier(column));
+					 column, source, column,
+					 time_column, source, column, column,
+					 time_column, source, column, column);
 	stream_catalog_exec_in(query, snapshot, &newest, 1, &found);
 	pfree(query);
 	return found ? (TimestampTz) newest : DT_NOBEGIN;
