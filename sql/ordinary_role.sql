@@ -85,6 +85,26 @@ DROP SCHEMA app_tmp CASCADE;
 RESET ROLE;
 SELECT count(*) FROM stream_seq.stream WHERE relid = 'public.admin_events'::regclass;
 
+-- before it, a call of the extension's functions or a read of its views
+-- fails with a hint naming the GRANT (and the role, when it is the one
+-- the session set); the same error of another schema gets no hint
+SET ROLE app_owner;
+SELECT stream_seq.enable('app.orders');
+SELECT stream, consumer FROM stream_seq.consumers;
+RESET ROLE;
+CREATE SCHEMA closed_schema;
+CREATE FUNCTION closed_schema.f() RETURNS int LANGUAGE sql RETURN 1;
+SET ROLE app_owner;
+SELECT closed_schema.f();
+RESET ROLE;
+-- inside a SECURITY DEFINER function the role is not named
+CREATE FUNCTION app.definer_head() RETURNS bigint LANGUAGE plpgsql SECURITY DEFINER
+  AS $$ BEGIN RETURN stream_seq.head('public.admin_events'); END $$;
+ALTER FUNCTION app.definer_head() OWNER TO app_owner;
+SELECT app.definer_head();
+DROP FUNCTION app.definer_head();
+DROP SCHEMA closed_schema CASCADE;
+
 -- after the documented GRANT, the role makes and uses its own stream
 GRANT USAGE ON SCHEMA stream_seq TO app_owner;
 SET ROLE app_owner;

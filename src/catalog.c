@@ -14,6 +14,11 @@
  * functions of every layer above start with (no NULL argument, SELECT on
  * the stream table).
  *
+ * And the hint a role gets when it may not use the extension's schema: the
+ * error is PostgreSQL's own, raised by the name lookup before any function
+ * of stream_seq runs, so it gets its hint as it is reported
+ * (emit_log_hook).
+ *
  * A backend looks a stream up once per relcache invalidation of its table:
  * the catalog row says which column is numbered and which sequence records
  * the head; the lookup attaches the stream's shared slot, reclaiming slots
@@ -143,6 +148,86 @@ static const char *const trigger_functions[] = {
 };
 
 #define NUM_STREAM_TRIGGERS 6
+
+/* The message of aclcheck_error() for a schema, untranslated. */
+#define SCHEMA_DENIED_MESSAGE "permission denied for schema %s"
+
+static emit_log_hook_type prev_emit_log_hook = NULL;
+
+/*
+ * schema_denied_hint
+ *		emit_log_hook: give the error "permission denied for schema
+ *		stream_seq" a hint naming the GRANT that lets the role call the
+ *		extension's functions.
+ *
+ * The error is raised by PostgreSQL's name lookup (aclcheck_error) before
+ * any function of the extension runs, so no errhint() of ours can reach it;
+ * the hook sees every report this backend emits, and changes only that
+ * one: an ERROR with SQLSTATE 42501, the untranslated message of a schema's
+ * missing privilege, the extension's schema in the (possibly translated)
+ * text, and no hint yet.  The hint is allocated in ErrorContext, as the
+ * rest of the report, and reaches the client and the server log alike.
+ *
+ * No catalog is read here, in the middle of reporting an error: the role is
+ * named from the settings session_authorization and role when it is the
+ * one they name (not inside a SECURITY DEFINER function), and left as a
+ * placeholder otherwise.  A report the server does not log (log_min_messages
+ * above ERROR) does not go through the hook and keeps no hint.
+ */
+static void
+schema_denied_hint(ErrorData *edata)
+{
+	if (edata->elevel == ERROR &&
+		edata->sqlerrcode == ERRCODE_INSUFFICIENT_PRIVILEGE &&
+		edata->hint == NULL &&
+		edata->message != NULL &&
+		edata->message_id != NULL &&
+		strcmp(edata->message_id, SCHEMA_DENIED_MESSAGE) == 0)
+	{
+		MemoryContext oldcontext = MemoryContextSwitchTo(ErrorContext);
+		char	   *ours;
+
+		ours = psprintf(dgettext(edata->domain ? edata->domain :
+								 PG_TEXTDOMAIN("postgres"),
+								 SCHEMA_DENIED_MESSAGE),
+						"stream_seq");
+		if (strcmp(ours, edata->message) == 0)
+		{
+			const char *role = "<role>";
+
+			const char *name = NULL;
+
+			if (GetUserId() == GetSessionUserId())
+				name = GetConfigOption("session_authorization", true, false);
+			else if (GetUserId() == GetOuterUserId())
+				name = GetConfigOption("role", true, false);
+			if (name != NULL && name[0] != '\0')
+				role = quote_identifier(name);
+			edata->hint =
+				psprintf("Run GRANT USAGE ON SCHEMA stream_seq TO %s; as a superuser. "
+						 "Each function also checks the role's privileges on the stream table (\"Privileges\" in stream_seq's doc/usage.md).",
+						 role);
+		}
+		pfree(ours);
+		MemoryContextSwitchTo(oldcontext);
+	}
+
+	if (prev_emit_log_hook)
+		prev_emit_log_hook(edata);
+}
+
+/*
+ * stream_catalog_init
+ *		Install the hint of the missing schema privilege
+ *		(schema_denied_hint).  Only a preloaded library is there when
+ *		the name lookup fails.
+ */
+void
+stream_catalog_init(void)
+{
+	prev_emit_log_hook = emit_log_hook;
+	emit_log_hook = schema_denied_hint;
+}
 
 /*
  * stream_namespace

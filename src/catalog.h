@@ -20,6 +20,7 @@
 
 #include "stream_seq.h"
 
+extern void stream_catalog_init(void);
 extern Oid	stream_namespace(bool missing_ok);
 extern bool stream_is_own_trigger_function(Oid funcid, const char **name);
 extern bool stream_is_own_trigger_name(const char *name);

@@ -22,6 +22,7 @@
 #include "stream_seq.h"
 #include "stats.h"
 #include "shmem.h"
+#include "catalog.h"
 #include "horizon.h"
 #include "replica.h"
 #include "partition.h"
@@ -70,8 +71,9 @@ startup_shmem(void)
  *		shared state, or is given a new index); when preloaded, also the WAL
  *		resource manager and the lister (replica.c), the retention
  *		launcher (retention_policy.c), the utility hook
- *		(roles.c), the cumulative statistics (stats.c) and the set-up of
- *		shared memory.  The backend's stream
+ *		(roles.c), the cumulative statistics (stats.c), the hint of the
+ *		missing schema privilege (catalog.c) and the set-up of shared
+ *		memory.  The backend's stream
  *		cache is made on first use (catalog.c).
  */
 void
@@ -90,6 +92,7 @@ _PG_init(void)
 	stream_retention_init();
 	stream_roles_init();
 	stream_stats_init();
+	stream_catalog_init();
 
 	prev_shmem_request_hook = shmem_request_hook;
 	shmem_request_hook = request_shmem;
