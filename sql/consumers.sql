@@ -168,5 +168,112 @@ SELECT stream_seq.drop_consumer('ev', 'prepared');
 SELECT stream_seq.disable('ev');
 SELECT count(*) FROM stream_seq.consumer;
 DROP TABLE ev, applied, plain;
+
+-- start positions by name: start => 'earliest', 'latest' or a time as text
+CREATE TABLE ev_start (id bigserial PRIMARY KEY, customer_id int);
+SELECT stream_seq.enable('ev_start', 'seq', 'committed_at');
+INSERT INTO ev_start (customer_id) SELECT g FROM generate_series(1, 3) g;
+INSERT INTO ev_start (customer_id) VALUES (4);
+-- which function each call resolves to (a function's body is resolved
+-- when it is made, and runs none of them): typed and named calls as
+-- before the text overload, an untyped literal in third (fifth) place,
+-- ambiguous before, to it
+CREATE FUNCTION resolved() RETURNS void LANGUAGE sql
+BEGIN ATOMIC
+  SELECT stream_seq.create_consumer('ev_start', 'c');
+  SELECT stream_seq.create_consumer('ev_start', 'c', 2);
+  SELECT stream_seq.create_consumer('ev_start', 'c', start_after => 2);
+  SELECT stream_seq.create_consumer('ev_start', 'c', now());
+  SELECT stream_seq.create_consumer('ev_start', 'c', '2026-01-01'::date);
+  SELECT stream_seq.create_consumer('ev_start', 'c', start_at => '2026-01-01');
+  SELECT stream_seq.create_consumer('ev_start', 'c', start => 'latest');
+  SELECT stream_seq.create_consumer('ev_start', 'c', '2026-01-01');
+  SELECT stream_seq.create_group('ev_start', 'g', 'customer_id', 2);
+  SELECT stream_seq.create_group('ev_start', 'g', 'customer_id', 2, 2);
+  SELECT stream_seq.create_group('ev_start', 'g', 'customer_id', 2, start_at => now());
+  SELECT stream_seq.create_group('ev_start', 'g', 'customer_id', 2, start => 'earliest');
+  SELECT stream_seq.create_group('ev_start', 'g', 'customer_id', 2, 'latest');
+END;
+SELECT pg_get_functiondef('resolved'::regproc);
+DROP FUNCTION resolved();
+SELECT stream_seq.create_consumer('ev_start', 'from_earliest', start => 'earliest');
+SELECT stream_seq.create_consumer('ev_start', 'from_latest', start => 'latest');
+SELECT stream_seq.create_consumer('ev_start', 'from_latest_upper', ' Latest ');
+SELECT stream_seq.create_consumer('ev_start', 'from_infinity', start => 'infinity');
+SELECT stream_seq.create_consumer('ev_start', 'from_minus_infinity', start => '-infinity');
+-- a time as text: before the first row numbered at or after it
+SELECT committed_at AS time_of_3 FROM ev_start WHERE id = 3 \gset
+SELECT stream_seq.create_consumer('ev_start', 'from_3', :'time_of_3');
+SELECT stream_seq.create_group('ev_start', 'group_latest', 'customer_id', 2, start => 'latest');
+SELECT stream_seq.create_group('ev_start', 'group_earliest', 'customer_id', 2, 'earliest');
+SELECT consumer, position, position = stream_seq.horizon('ev_start') - 1 AS at_latest
+  FROM stream_seq.consumers WHERE stream = 'ev_start'::regclass ORDER BY consumer;
+-- 'latest' reads what commits after it, and nothing before
+SELECT count(*) FROM stream_seq.read('ev_start', 'from_latest');
+INSERT INTO ev_start (customer_id) VALUES (5);
+SELECT "row"->>'customer_id' AS customer_id FROM stream_seq.read('ev_start', 'from_latest');
+-- NULL and values that name no position: errors, and nothing is created
+SELECT stream_seq.create_consumer('ev_start', 'bad', start => NULL);
+\echo :LAST_ERROR_SQLSTATE
+SELECT stream_seq.create_consumer('ev_start', 'bad', NULL);
+\echo :LAST_ERROR_SQLSTATE
+SELECT stream_seq.create_consumer('ev_start', 'bad', start => 'newest');
+\echo :LAST_ERROR_SQLSTATE
+SELECT stream_seq.create_consumer('ev_start', 'bad', start => '');
+\echo :LAST_ERROR_SQLSTATE
+SELECT stream_seq.create_consumer('ev_start', 'bad', start => '5');
+\echo :LAST_ERROR_SQLSTATE
+SELECT stream_seq.create_consumer('ev_start', 'bad', start => '294277-01-01 00:00+00');
+\echo :LAST_ERROR_SQLSTATE
+DO $$
+BEGIN
+  PERFORM stream_seq.create_consumer('ev_start', 'bad', start => repeat('x', 100000));
+EXCEPTION WHEN invalid_parameter_value THEN
+  RAISE WARNING 'a long value is refused with %', SQLSTATE;
+END $$;
+SELECT stream_seq.create_group('ev_start', 'bad', 'customer_id', 2, start => NULL);
+\echo :LAST_ERROR_SQLSTATE
+SELECT stream_seq.create_group('ev_start', 'bad', 'customer_id', 2, start => 'oldest');
+\echo :LAST_ERROR_SQLSTATE
+SELECT stream_seq.create_consumer(NULL, 'bad', start => 'latest');
+\echo :LAST_ERROR_SQLSTATE
+SELECT stream_seq.create_consumer('ev_start', NULL, start => 'earliest');
+\echo :LAST_ERROR_SQLSTATE
+-- an existing name stays as it is
+SELECT stream_seq.create_consumer('ev_start', 'from_earliest', start => 'latest');
+\echo :LAST_ERROR_SQLSTATE
+-- a time needs a time column
+CREATE TABLE ev_untimed (payload text);
+SELECT stream_seq.enable('ev_untimed');
+SELECT stream_seq.create_consumer('ev_untimed', 'bad', start => '2026-01-01');
+\echo :LAST_ERROR_SQLSTATE
+INSERT INTO ev_untimed VALUES ('one'), ('two');
+SELECT stream_seq.create_consumer('ev_untimed', 'from_latest', start => 'latest');
+SELECT stream_seq.position('ev_untimed', 'from_latest');
+SELECT stream_seq.disable('ev_untimed');
+DROP TABLE ev_untimed;
+SELECT count(*) AS created FROM stream_seq.consumer WHERE consumer = 'bad';
+-- an ordinary role: without USAGE on the schema, then without SELECT on
+-- the table, it creates nothing
+SET ROLE consumer_b;
+SELECT stream_seq.create_consumer('ev_start', 'theirs', start => 'latest');
+\echo :LAST_ERROR_SQLSTATE
+RESET ROLE;
+REVOKE USAGE ON SCHEMA stream_seq FROM consumer_b;
+SET ROLE consumer_b;
+SELECT stream_seq.create_consumer('ev_start', 'theirs', start => 'latest');
+\echo :LAST_ERROR_SQLSTATE
+RESET ROLE;
+GRANT USAGE ON SCHEMA stream_seq TO consumer_b;
+SET ROLE consumer_b;
+SELECT stream_seq.create_consumer('ev_start', 'theirs', start => 'earliest');
+\echo :LAST_ERROR_SQLSTATE
+SELECT stream_seq.create_group('ev_start', 'theirs', 'customer_id', 2, start => 'latest');
+\echo :LAST_ERROR_SQLSTATE
+RESET ROLE;
+SELECT count(*) AS created FROM stream_seq.consumer WHERE consumer = 'theirs';
+SELECT stream_seq.disable('ev_start');
+DROP TABLE ev_start;
+
 REVOKE ALL ON SCHEMA stream_seq FROM consumer_a, consumer_b;
 DROP ROLE consumer_a, consumer_b;
