@@ -194,9 +194,9 @@ schema_denied_hint(ErrorData *edata)
 		if (strcmp(ours, edata->message) == 0)
 		{
 			const char *role = "<role>";
-
 			const char *name = NULL;
 
+			/* the current role's name, where a setting holds it */
 			if (GetUserId() == GetSessionUserId())
 				name = GetConfigOption("session_authorization", true, false);
 			else if (GetUserId() == GetOuterUserId())
@@ -204,8 +204,8 @@ schema_denied_hint(ErrorData *edata)
 			if (name != NULL && name[0] != '\0')
 				role = quote_identifier(name);
 			edata->hint =
-				psprintf("Run GRANT USAGE ON SCHEMA stream_seq TO %s; as a superuser. "
-						 "Each function also checks the role's privileges on the stream table (\"Privileges\" in stream_seq's doc/usage.md).",
+				psprintf("To let the role call the functions of stream_seq, a superuser runs GRANT USAGE ON SCHEMA stream_seq TO %s; "
+						 "each function then checks its privileges on the stream table (\"Privileges\" in stream_seq's doc/usage.md).",
 						 role);
 		}
 		pfree(ours);
