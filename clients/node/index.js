@@ -130,7 +130,8 @@ function ranges (slots) {
   return out.join(',')
 }
 
-const seconds = (ms) => `${Math.round(ms / 100) / 10} s`
+/** A duration for a log line: "250 ms", "27.9 s". */
+const seconds = (ms) => (ms < 1000 ? `${Math.max(Math.round(ms), 0)} ms` : `${Math.round(ms / 100) / 10} s`)
 
 /**
  * The parsers of the rows' columns: bigint as BigInt (node-postgres gives
@@ -843,8 +844,8 @@ class Worker extends BaseWorker {
         throw err
       }
       this._started = true
-      this.log.info(`${this._label} started: stream ${this.stream}, plain consumer ${this.consumer}` +
-        `${this.name ? ` as worker ${this.name}` : ''}, after ${res.rows[0].position}`)
+      this.log.info(`${this._label} started: stream ${this.stream}, plain consumer ${this.consumer}, ` +
+        `after ${res.rows[0].position}`)
     }
     while (!signal.aborted) {
       await this._progress()
