@@ -677,7 +677,8 @@ class GroupWorker extends BaseWorker {
    * the share): logs the slots, the first time as the start line, and
    * when the share is held by others whose lease has not ended, who and
    * until when (a worker that stopped without releasing, or was killed,
-   * holds its slots until its lease ends).
+   * holds its slots until its lease ends), and claims again when the
+   * first of those leases ends rather than at the next renewal.
    */
   async _slotsChanged (held) {
     const res = await this._q(
@@ -705,6 +706,9 @@ class GroupWorker extends BaseWorker {
     }
     this._held = held
     if (!this._short) { this._waitNoted = ''; return }
+    // claim again as soon as the first of those leases ends
+    const ends = Math.min(...over.map(([, o]) => o.until.getTime()))
+    this._renewAt = Math.max(Math.min(this._renewAt, ends + 100), Date.now() + 100)
     const noted = over.map(([w, o]) => `${w}@${o.until.getTime()}`).join(' ')
     if (noted === this._waitNoted) return
     this._waitNoted = noted

@@ -186,12 +186,12 @@ sub stop_worker
 }
 
 # waits until a background command's error output (or "which" output)
-# matches "re"
+# matches "re", at most "limit" seconds (default: the TAP timeout)
 sub wait_err
 {
-	my ($w, $re, $what, $which) = @_;
+	my ($w, $re, $what, $which, $limit) = @_;
 	my $text = $w->{ $which // 'err' };
-	my $deadline = time() + $PostgreSQL::Test::Utils::timeout_default;
+	my $deadline = time() + ($limit // $PostgreSQL::Test::Utils::timeout_default);
 	while ($$text !~ $re && time() < $deadline && $w->{handle}->pumpable)
 	{
 		$w->{handle}->pump_nb;
@@ -423,6 +423,28 @@ is(stop_worker($chk, 'the plain worker') =~ s/^D .*\n//mgr =~ s/(again after )[0
 	  . "I worker c-2: connected again after N\n"
 	  . "I worker c-2: stopped; applied 5 rows, parked 0\nresolved applied 5\n",
 	'a connection terminated (57P01): logged as a warning, opened again');
+
+# a worker waiting for a killed worker's slots takes them when its lease
+# ends, not at its next renewal
+sub check_bg
+{
+	my ($opts) = @_;
+	my ($out, $err) = ('', '');
+	my $h = IPC::Run::start([ 'node', "$app/check.js", $opts ], '<', \undef,
+		'>', \$out, '2>', \$err);
+	return { handle => $h, out => \$out, err => \$err };
+}
+my $c1 = check_bg(qq({"connection": "$url", "stream": "chk", "consumer": "cg", "leaseMs": 2000,
+	"logger": "object"}));
+wait_err($c1, qr/^I worker c-1 started: .* slots 0-1 of 2/m, 'a worker with a lease of 2 s started', 'out');
+$c1->{handle}->signal('KILL');
+$c1->{handle}->finish;
+my $c2 = check_bg(qq({"connection": "$url", "stream": "chk", "consumer": "cg", "leaseMs": 2000,
+	"renewMs": 60000, "worker": "c-2", "logger": "object"}));
+wait_err($c2, qr/^I worker c-2: waiting for slots 0-1, held by worker c-1 until its lease ends at .*\nI worker c-2: slots 0-1 of 2 \(were none\)$/m,
+	'a worker renewing every 60 s takes a killed worker\'s slots when their lease of 2 s ends',
+	'out', 40);
+stop_worker($c2, 'the worker that took the slots');
 
 # --- lastNumbers()
 my ($p_out, $p_err) = ('', '');
