@@ -98,29 +98,51 @@ if (!defined $cache)
 File::Path::make_path("$cache/cache");
 # a new directory outside the source tree, as an application's
 my $appdir = File::Temp::tempdir('stream_seq_node_XXXX', TMPDIR => 1, CLEANUP => 1);
-my $npm_seconds = time();
-my ($npm_out, $npm_err) = ('', '');
+# runs the commands of "script" (the README's, its /path/to/stream_seq the
+# source tree) with sh in directory "dir"; returns whether they succeeded,
+# and their output
+sub npm_run
 {
+	my ($dir, $script) = @_;
+	my ($out, $err) = ('', '');
 	local $ENV{npm_config_cache} = "$cache/cache";
 	local $ENV{npm_config_prefer_offline} = 'true';
 	local $ENV{npm_config_audit} = 'false';
 	local $ENV{npm_config_fund} = 'false';
 	local $ENV{npm_config_update_notifier} = 'false';
-	(my $script = $install) =~ s{/path/to/stream_seq}{$root}g;
-	IPC::Run::run([ 'sh', '-e', '-c', $script ], '<', \undef, '>', \$npm_out,
-		'2>', \$npm_err, init => sub { chdir $appdir or die "chdir: $!" })
-	  or plan skip_all => "the README's npm install failed (registry not reachable?): $npm_err";
+	$script =~ s{/path/to/stream_seq}{$root}g;
+	my $ok = IPC::Run::run([ 'sh', '-e', '-c', $script ], '<', \undef, '>', \$out,
+		'2>', \$err, init => sub { chdir $dir or die "chdir: $!" });
+	return ($ok, $out . $err);
 }
+my $npm_seconds = time();
+my ($npm_ok, $npm_out) = npm_run($appdir, $install);
+plan skip_all => "the README's npm install failed (registry not reachable?): $npm_out"
+  unless $npm_ok;
 $npm_seconds = time() - $npm_seconds;
 note sprintf('npm install: %.1f s', $npm_seconds);
 my ($app) = $install =~ /\bcd (\S+)/;
 $app = "$appdir/$app";
 ok(-f "$app/node_modules/stream-seq-worker/index.js" && !-l "$app/node_modules/stream-seq-worker",
 	'install: the library is copied into the application\'s node_modules')
-  or diag "$npm_out$npm_err";
+  or diag $npm_out;
 ok(-f "$app/node_modules/pg/package.json", 'install: pg arrives with it');
 is(File::Compare::compare("$lib/index.js", "$app/node_modules/stream-seq-worker/index.js"),
 	0, 'install: the copy is the source\'s');
+# the README's version is package.json's, and so is the tarball's name it
+# gives; npm pack and npm install of the tarball, as the README says
+my ($version) = slurp_file("$lib/package.json") =~ /"version":\s*"([^"]+)"/;
+like($readme, qr/^Version \Q$version\E,/m, 'README: the version of package.json');
+my ($pack) = $readme =~ /`(npm pack [^`]+)`/;
+my ($tgz_install) = $readme =~ /`(npm install \.\/[^`]+)`/;
+is($tgz_install, "npm install ./stream-seq-worker-$version.tgz",
+	'README: the tarball npm pack makes, by its name');
+my $packdir = File::Temp::tempdir('stream_seq_node_XXXX', TMPDIR => 1, CLEANUP => 1);
+($npm_ok, $npm_out) = npm_run($packdir, "$pack\n$tgz_install\n");
+ok($npm_ok && -f "$packdir/node_modules/stream-seq-worker/index.js"
+	  && -f "$packdir/node_modules/pg/package.json",
+	'install from the tarball npm pack makes: the library and pg') or diag $npm_out;
+
 # the library of the source tree (test/*.js require ../index.js) finds pg
 # there too, and the scripts of this test the installed library
 $ENV{NODE_PATH} = "$app/node_modules";
@@ -327,18 +349,22 @@ const o = JSON.parse(process.argv[2])
 const say = (...a) => process.stdout.write(a.join(' ') + '\n')
 const Kind = o.plain ? Worker : GroupWorker
 delete o.plain
-if (o.logger === 'object') o.logger = { debug: (m) => say('D', m), info: (m) => say('I', m), warn: (m) => say('W', m), error: (m) => say('E', m) }
+let progress = 0
+if (o.logger === 'object') o.logger = { debug: (m) => say('D', m), info: (m) => { if (/: progress: /.test(m)) progress++; say('I', m) }, warn: (m) => say('W', m), error: (m) => say('E', m) }
 if (o.logger === 'function') o.logger = (m) => say('F', m)
-// stops on SIGTERM, or once runMs have passed and stopAfter rows are applied
+// stops on SIGTERM, or once runMs have passed, stopAfter rows are
+// applied and (with progress) a progress line was logged
 const stop = new AbortController()
 process.on('SIGTERM', () => stop.abort())
 const { runMs, stopAfter } = o
+const needProgress = o.progress
 delete o.runMs
 delete o.stopAfter
+delete o.progress
 const w = new Kind({ worker: 'c-1', ...o, handleRow () {} })
 if (runMs) {
   setTimeout(function check () {
-    if (w.stats.applied >= (stopAfter || 0)) stop.abort()
+    if (w.stats.applied >= (stopAfter || 0) && (!needProgress || progress > 0)) stop.abort()
     else setTimeout(check, 50)
   }, runMs)
 }
@@ -358,7 +384,8 @@ sub check
 }
 
 my ($rc, $out, $err) = check(qq({"connection": "$direct", "stream": "chk", "consumer": "cg",
-	"logger": "object", "progressMs": 300, "runMs": 700, "stopAfter": 5, "pageSize": 2}));
+	"logger": "object", "progressMs": 300, "runMs": 700, "stopAfter": 5, "progress": true,
+	"pageSize": 2}));
 is($rc, 0, 'logger object: the run ends as asked') or diag $out . $err;
 is($err, '', 'logger object: nothing on stderr');
 like($out, qr/^I worker c-1 started: stream chk, group cg, slots 0-1 of 2 \(lease 30 s\)$/m,
