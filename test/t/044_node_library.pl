@@ -24,6 +24,9 @@
 #    ends the worker); a group that does not exist, a plain consumer and a
 #    group swapped, a table that is not a stream stop it; a connection
 #    terminated by the server (57P01) is logged and opened again.
+#  - The scenario's workers (below) print no DeprecationWarning; the plain
+#    consumer's worker logs each row it parks, a refused row at attempt 1
+#    or 2 or a flaky row at attempt 1, with its reason.
 #  - lastNumbers() gives the numbers of the session's last commit, as
 #    BigInt.
 #  - A parked row deleted before its retry: due() hands it back without
@@ -601,6 +604,31 @@ foreach my $name (sort keys %workers)
 	ok($last_lost < 0 || substr("\n$out", $last_lost) =~ /^connect$/m,
 		"$name connected again after each lost connection");
 	unlike($out, qr/^failed/m, "$name never failed");
+	my $err = ${ $workers{$name}->{err} };
+	unlike($err, qr/DeprecationWarning/, "$name: no DeprecationWarning");
+	next unless $name eq 'plain-1';
+	# the plain consumer's only worker logged the rows it parked, each a
+	# refused row at attempt 1 or 2 or a flaky row at attempt 1, with the
+	# handler's or the table's reason
+	my @parked = $err =~ /^\S+ stream-seq-worker warn worker plain-1: parked row (\d+) \(attempt (\d)\): (.*)$/mg;
+	my @values;
+	while (my ($seq, $attempt, $reason) = splice(@parked, 0, 3))
+	{
+		$reason = $reason =~ /^(poison|flaky) row \Q$seq\E$/ ? $1
+		  : $reason =~ /^new row for relation "applied_plain" violates check constraint .* \(SQLSTATE 23514\)$/ ? 'check'
+		  : 'other';
+		push @values, "($seq, $attempt, '$reason')";
+	}
+	cmp_ok(scalar @values, '>', 0, 'plain-1 logged the rows it parked');
+	is( val($node, 'SELECT count(*) FILTER (WHERE CASE'
+		  . q{ WHEN e.payload->>'kind' = 'poison' THEN l.reason = 'poison' AND l.attempt IN (1, 2)}
+		  . q{ WHEN e.customer_id = -1 THEN l.reason = 'check' AND l.attempt IN (1, 2)}
+		  . q{ WHEN e.payload->>'kind' = 'flaky' THEN l.reason = 'flaky' AND l.attempt = 1}
+		  . ' ELSE false END) || \'/\' || count(*)'
+		  . ' FROM (VALUES ' . join(', ', @values) . ') l(seq, attempt, reason) LEFT JOIN ev e USING (seq)'),
+		scalar(@values) . '/' . scalar(@values),
+		'plain-1: each parked row logged is a refused or flaky row, with its reason and attempt')
+	  if @values;
 }
 cmp_ok($reconnected, '>=', 1, 'workers reconnected after the crash');
 is(val($node, q{SELECT count(*) FROM stream_seq.consumer_slots WHERE worker IS NOT NULL}),
