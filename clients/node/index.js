@@ -75,21 +75,29 @@ function debugSetting (value, ns) {
  *  - opts.logger a function (a debug instance, debug('stream-seq-worker')):
  *    every line to it, warnings and errors marked so;
  *  - opts.logger false or null: nothing;
+ *  (an exception in the application's logger is ignored)
  *  - otherwise the built-in one, on stderr, from opts.logLevel, else
  *    'debug' when DEBUG names stream-seq-worker, nothing when DEBUG skips
  *    it (-stream-seq-worker), else 'info'.
  */
 function makeLogger (opts) {
   const none = () => {}
+  // an exception in the application's logger must not stop the worker
+  const safe = (f) => (m) => { try { f(m) } catch (_) { } }
   const l = opts.logger
   if (l === false || l === null) return { debug: none, info: none, warn: none, error: none }
   if (typeof l === 'function') {
-    return { debug: (m) => l(m), info: (m) => l(m), warn: (m) => l(`warning: ${m}`), error: (m) => l(`error: ${m}`) }
+    return {
+      debug: safe((m) => l(m)),
+      info: safe((m) => l(m)),
+      warn: safe((m) => l(`warning: ${m}`)),
+      error: safe((m) => l(`error: ${m}`))
+    }
   }
   if (l !== undefined) {
     if (typeof l !== 'object') throw new TypeError('logger must be an object with debug, info, warn and error, a function, or false')
     const out = {}
-    for (const k of ['debug', 'info', 'warn', 'error']) out[k] = typeof l[k] === 'function' ? (m) => l[k](m) : none
+    for (const k of ['debug', 'info', 'warn', 'error']) out[k] = typeof l[k] === 'function' ? safe((m) => l[k](m)) : none
     return out
   }
   let level = opts.logLevel
