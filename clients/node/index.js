@@ -21,6 +21,127 @@ const QUERY_CANCELED = '57014'
 const INT8 = 20
 
 /**
+ * Errors that trying again cannot mend, so the worker stops on them
+ * (run() rejects): authentication (28P01, 28000), a database, schema,
+ * table, column, function or consumer that does not exist (3D000, 3F000,
+ * 42P01, 42703, 42883, 42704), a table that is not a stream (42809), no
+ * privilege (42501), and a consumer that is a group where a plain one is
+ * needed or the other way round (55000, told apart by its message: 55000
+ * is also what a standby that does not know its horizon yet answers).
+ */
+const PERMANENT = new Set(['28P01', '28000', '3D000', '3F000', '42P01', '42703', '42883', '42704', '42809', '42501'])
+/**
+ * The errors of the handler's own SQL that no row can get past (a table
+ * or column it uses that does not exist): they stop the worker instead of
+ * parking every row.  Not 42501: a row-level security policy refuses
+ * single rows with it.
+ */
+const HANDLER_PERMANENT = new Set(['3F000', '42P01', '42703', '42883', '42704'])
+
+function permanent (err) {
+  const c = err && err.code
+  if (PERMANENT.has(c)) return true
+  return c === '55000' && / is (not )?a group$/.test(String(err.message))
+}
+
+const NAMESPACE = 'stream-seq-worker'
+const LEVELS = { debug: 10, info: 20, warn: 30, error: 40, silent: 100 }
+
+/**
+ * What the DEBUG environment variable says of a namespace, in the syntax
+ * of the debug package: names separated by commas or spaces, "*" any
+ * text, a leading "-" skips (and wins).  'enabled', 'skipped' or null.
+ */
+function debugSetting (value, ns) {
+  let result = null
+  for (const part of String(value || '').split(/[\s,]+/)) {
+    if (!part) continue
+    const skip = part[0] === '-'
+    const pattern = (skip ? part.slice(1) : part)
+      .replace(/[.+?^${}()|[\]\\]/g, '\\$&').replace(/\*/g, '.*')
+    if (new RegExp(`^${pattern}$`).test(ns)) {
+      if (skip) return 'skipped'
+      result = 'enabled'
+    }
+  }
+  return result
+}
+
+/**
+ * The logger of a worker, an object with debug, info, warn and error,
+ * each taking one line of text:
+ *  - opts.logger an object with (some of) those methods (console, pino,
+ *    winston, bunyan): its methods, a missing one dropped;
+ *  - opts.logger a function (a debug instance, debug('stream-seq-worker')):
+ *    every line to it, warnings and errors marked so;
+ *  - opts.logger false or null: nothing;
+ *  (an exception in the application's logger is ignored)
+ *  - otherwise the built-in one, on stderr, from opts.logLevel, else
+ *    'debug' when DEBUG names stream-seq-worker, nothing when DEBUG skips
+ *    it (-stream-seq-worker), else 'info'.
+ */
+function makeLogger (opts) {
+  const none = () => {}
+  // an exception in the application's logger must not stop the worker
+  const safe = (f) => (m) => { try { f(m) } catch (_) { } }
+  const l = opts.logger
+  if (l === false || l === null) return { debug: none, info: none, warn: none, error: none }
+  if (typeof l === 'function') {
+    return {
+      debug: safe((m) => l(m)),
+      info: safe((m) => l(m)),
+      warn: safe((m) => l(`warning: ${m}`)),
+      error: safe((m) => l(`error: ${m}`))
+    }
+  }
+  if (l !== undefined) {
+    if (typeof l !== 'object') throw new TypeError('logger must be an object with debug, info, warn and error, a function, or false')
+    const out = {}
+    for (const k of ['debug', 'info', 'warn', 'error']) out[k] = typeof l[k] === 'function' ? safe((m) => l[k](m)) : none
+    return out
+  }
+  let level = opts.logLevel
+  if (level === undefined) {
+    const d = debugSetting(process.env.DEBUG, NAMESPACE)
+    level = d === 'enabled' ? 'debug' : d === 'skipped' ? 'silent' : 'info'
+  }
+  if (!(level in LEVELS)) throw new TypeError(`logLevel must be one of ${Object.keys(LEVELS).join(', ')}`)
+  const out = {}
+  for (const k of ['debug', 'info', 'warn', 'error']) {
+    out[k] = LEVELS[k] < LEVELS[level]
+      ? none
+      : (m) => process.stderr.write(`${new Date().toISOString()} ${NAMESPACE} ${k} ${m}\n`)
+  }
+  return out
+}
+
+/** An error's text for a log line: its message, SQLSTATE or code, and hint. */
+function describe (err) {
+  if (!err) return String(err)
+  const msg = String(err.message || err).split('\n')[0]
+  const code = err.code ? ` (${/^[0-9A-Z]{5}$/.test(err.code) ? 'SQLSTATE ' : ''}${err.code})` : ''
+  return msg + code + (err.hint ? `; hint: ${err.hint}` : '')
+}
+
+/** Slot numbers as ranges: "0-3,6", or "none". */
+function ranges (slots) {
+  if (slots.length === 0) return 'none'
+  const s = [...slots].sort((a, b) => a - b)
+  const out = []
+  let first = s[0]
+  let prev = s[0]
+  for (const x of s.slice(1).concat([null])) {
+    if (x === prev + 1) { prev = x; continue }
+    out.push(first === prev ? `${first}` : `${first}-${prev}`)
+    first = prev = x
+  }
+  return out.join(',')
+}
+
+/** A duration for a log line: "250 ms", "27.9 s". */
+const seconds = (ms) => (ms < 1000 ? `${Math.max(Math.round(ms), 0)} ms` : `${Math.round(ms / 100) / 10} s`)
+
+/**
  * The parsers of the rows' columns: bigint as BigInt (node-postgres gives
  * a string; a Number is exact only up to 2^53), every other type as
  * node-postgres parses it.  Used for the reads only.
@@ -94,17 +215,15 @@ const DUE_REASON = 'stream_seq.reason'
  * @typedef {Object} Hooks  each optional; an exception in a hook is ignored
  * @property {(info: {worker: string}) => void} [connect]
  * @property {(info: {slots: {slot: number, token: bigint}[], seen: bigint}) => void} [claim]
- * @property {(info: {slot: number|null, rows: number, first: bigint, last: bigint, ms: number, retry: boolean}) => void} [page]
+ * @property {(info: {slot: number|null, rows: number, applied: number, parked: number, first: bigint, last: bigint, ms: number, retry: boolean}) => void} [page]
  * @property {(info: {seq: bigint, error: Error, attempts: number}) => void} [park]
  * @property {(info: {after: bigint, ms: number}) => void} [wait]
  * @property {(info: {code: string, slot: number|null}) => void} [retry]
  * @property {(error: Error, info: {phase: string}) => void} [error]
- * @property {(info: {worker: string}) => void} [release]
- */
-
-/**
+ * @property {(info: {worker: /**
  * @typedef {Object} Options
- * @property {string|import('pg').ClientConfig} connection  given to new pg.Client()
+ * @property {string|import('pg').ClientConfig} [connection]  given to new
+ *   pg.Client() (undefined: node-postgres's PGHOST, PGDATABASE, ... variables)
  * @property {string} stream     the stream table (a regclass text: 'events', 'app.events')
  * @property {string} consumer
  * @property {string} [worker]   this worker's name (GroupWorker: required, one per process)
@@ -116,7 +235,12 @@ const DUE_REASON = 'stream_seq.reason'
  * @property {number} [waitMs=10000]      the longest wait() (kept below renewMs)
  * @property {number} [dueMs=1000]        take due retries at most this often (0: every loop)
  * @property {number} [dueRows=100]
- * @property {number} [reconnectMs=100]   first pause before reconnecting (doubles, at most 5 s)
+ * @property {number} [reconnectMs=100]   first pause before trying again (doubles, at most 5 s)
+ * @property {number} [connectAttempts=10] a worker that never reached the
+ *   database stops after this many failed attempts (Infinity: never)
+ * @property {number} [progressMs=30000]  log a progress line this often (0: never)
+ * @property {Object|Function|false} [logger]  see makeLogger()
+ * @property {'debug'|'info'|'warn'|'error'|'silent'} [logLevel]  of the built-in logger
  * @property {AbortSignal} [signal]
  * @property {Hooks} [hooks]
  */
@@ -160,16 +284,33 @@ class BaseWorker {
     this.waitMs = Math.min(opts.waitMs || 10000, this.renewMs)
     this.dueMs = opts.dueMs === undefined ? 1000 : opts.dueMs
     this.dueRows = opts.dueRows || 100
+    this.reconnectMs = opts.reconnectMs || 100
+    this.connectAttempts = opts.connectAttempts === undefined ? 10 : opts.connectAttempts
+    this.progressMs = opts.progressMs === undefined ? 30000 : opts.progressMs
     this.hooks = opts.hooks || {}
-    /** counters since run() started */
-    this.stats = { rows: 0, pages: 0, parked: 0, retried: 0, waits: 0, reconnects: 0 }
+    this.log = makeLogger(opts)
+    /**
+     * counters since run() started: rows applied (committed with the
+     * handler's work, first deliveries and retries), rows parked (handler
+     * failures, and retries whose row is gone), rows retried (handed back
+     * by due()), rows read from pages (first deliveries: applied or
+     * parked), pages, waits, reconnects
+     */
+    this.stats = { applied: 0, parked: 0, retried: 0, rows: 0, pages: 0, waits: 0, reconnects: 0 }
     this._client = null
     this._broken = false
     this._waiting = false
     this._cancelling = null
     this._nextDue = 0
     this._reads = null
+    this._reached = false
+    this._lostAt = null
+    this._nextProgress = 0
+    this._lastProgress = null
   }
+
+  /** The worker's name in log lines. */
+  get _label () { return this.name ? `worker ${this.name}` : `consumer ${this.consumer}` }
 
   _hook (name, ...args) {
     const f = this.hooks[name]
@@ -181,7 +322,11 @@ class BaseWorker {
     await this._disconnect()
     const client = new pg.Client(this.opts.connection)
     this._broken = false
-    client.on('error', (err) => { this._broken = true; this._hook('error', err, { phase: 'idle' }) })
+    client.on('error', (err) => {
+      this._broken = true
+      this.log.debug(`${this._label}: connection error while idle: ${describe(err)}`)
+      this._hook('error', err, { phase: 'idle' })
+    })
     client.on('end', () => { this._broken = true })
     try {
       await client.connect()
@@ -191,6 +336,7 @@ class BaseWorker {
       throw err
     }
     this._client = client
+    this.log.debug(`${this._label}: connected`)
     this._hook('connect', { worker: this.name })
     return client
   }
@@ -225,7 +371,16 @@ class BaseWorker {
          FROM stream_seq.streams s JOIN pg_class c ON c.oid = s.stream
          JOIN pg_namespace n ON n.oid = c.relnamespace
         WHERE s.stream = $1::regclass`, [this.stream])
-    if (res.rows.length === 0) throw new Error(`"${this.stream}" is not a stream table`)
+    if (res.rows.length === 0) {
+      const err = new Error(`table "${this.stream}" is not a stream table`)
+      err.code = '42809'
+      throw err
+    }
+    if (this._lostAt !== null) {
+      this.log.info(`${this._label}: connected again after ${seconds(Date.now() - this._lostAt)}`)
+      this._lostAt = null
+    }
+    this._reached = true
     const { t, col } = res.rows[0]    // t: quoted by format('%I.%I')
     this._reads = {
       col,
@@ -257,7 +412,7 @@ class BaseWorker {
    */
   _cancelWait () {
     const c = this._client
-    if (!c || !this._waiting || !c.activeQuery || c.processID === null) return
+    if (!c || !this._waiting || c.processID === null) return
     this._cancelling = sendCancel(c)
   }
 
@@ -269,7 +424,8 @@ class BaseWorker {
 
   /** Whether an error from the handler must roll the whole page back. */
   _fatal (err) {
-    return this._broken || (err && (err.code === LEASE_LOST || RETRY_PAGE.has(err.code)))
+    return this._broken || (err && (err.code === LEASE_LOST || RETRY_PAGE.has(err.code) ||
+                                      HANDLER_PERMANENT.has(err.code)))
   }
 
   /**
@@ -277,18 +433,21 @@ class BaseWorker {
    * if the handler fails, again row by row under savepoints of their own,
    * parking each row that fails (with the consumer's retry policy, a parked
    * row comes back through due(); at its maximum it is a dead letter).
+   * Returns the rows parked, {seq, error, attempts}, to be counted and
+   * reported once the transaction commits.
    */
   async _apply (rows, ctx) {
     await this._q('SAVEPOINT stream_seq_page')
     try {
       await this._handle(rows, ctx)
       await this._q('RELEASE SAVEPOINT stream_seq_page')
-      return
+      return []
     } catch (err) {
       if (this._fatal(err)) throw err
       await this._q('ROLLBACK TO SAVEPOINT stream_seq_page')
       await this._q('RELEASE SAVEPOINT stream_seq_page')
     }
+    const parked = []
     for (const r of rows) {
       await this._q('SAVEPOINT stream_seq_row')
       try {
@@ -301,9 +460,18 @@ class BaseWorker {
         const reason = String((err && err.message) || err).slice(0, 500)
         await this._q('SELECT stream_seq.park($1, $2, $3, $4)',
           [this.stream, this.consumer, num(r.seq), reason])
-        this.stats.parked++
-        this._hook('park', { seq: r.seq, error: err, attempts: r.attempts + 1 })
+        parked.push({ seq: r.seq, error: err, attempts: r.attempts + 1 })
       }
+    }
+    return parked
+  }
+
+  /** Counts and reports the rows a committed transaction parked. */
+  _parked (parked) {
+    this.stats.parked += parked.length
+    for (const p of parked) {
+      this.log.warn(`${this._label}: parked row ${p.seq} (attempt ${p.attempts}): ${describe(p.error)}`)
+      this._hook('park', p)
     }
   }
 
@@ -321,6 +489,7 @@ class BaseWorker {
       const res = await this._read(st.due, [this.stream, this.consumer, this.dueRows])
       if (res.rows.length === 0) { await this._q('COMMIT'); return 0 }
       const rows = []
+      const parked = []
       for (const x of res.rows) {
         const seq = x[DUE_SEQ]
         const meta = { gone: x[DUE_GONE], attempts: x[DUE_ATTEMPTS], reason: x[DUE_REASON] }
@@ -329,16 +498,21 @@ class BaseWorker {
           // retention removed the row: nothing to hand over; park it again
           await this._q('SELECT stream_seq.park($1, $2, $3, $4)',
             [this.stream, this.consumer, num(seq), 'row removed by retention'])
-          this.stats.parked++
-          this._hook('park', { seq, error: new Error('row removed by retention'), attempts: meta.attempts + 1 })
+          parked.push({ seq, error: new Error('row removed by retention'), attempts: meta.attempts + 1 })
           continue
         }
         rows.push({ seq, row: x, attempts: meta.attempts, reason: meta.reason })
       }
-      if (rows.length > 0) await this._apply(rows, { client: this._client, worker: this.name, slot: null, token: null, retry: true, signal })
+      let refused = []
+      if (rows.length > 0) refused = await this._apply(rows, { client: this._client, worker: this.name, slot: null, token: null, retry: true, signal })
       await this._q('COMMIT')
       this.stats.retried += rows.length
-      if (rows.length > 0) this._hook('page', { slot: null, rows: rows.length, first: rows[0].seq, last: rows[rows.length - 1].seq, ms: Date.now() - t0, retry: true })
+      this.stats.applied += rows.length - refused.length
+      this._parked(parked.concat(refused))
+      if (rows.length > 0) {
+        this.log.debug(`${this._label}: retried ${rows.length} rows (${rows[0].seq} to ${rows[rows.length - 1].seq}), ${refused.length} parked again`)
+        this._hook('page', { slot: null, rows: rows.length, applied: rows.length - refused.length, parked: refused.length, first: rows[0].seq, last: rows[rows.length - 1].seq, ms: Date.now() - t0, retry: true })
+      }
       return res.rows.length
     } catch (err) {
       await this._rollback()
@@ -348,6 +522,7 @@ class BaseWorker {
 
   /** Sleeps in wait() until a row after "after" is readable, or ms pass. */
   async _wait (after, ms, signal) {
+    ms = Math.min(ms, this.progressMs > 0 ? this._nextProgress - Date.now() : Infinity)
     if (signal.aborted || ms <= 0) return
     const t0 = Date.now()
     this._waiting = true
@@ -364,50 +539,106 @@ class BaseWorker {
   }
 
   /**
+   * Logs the progress line every progressMs: rows applied and parked
+   * since the last one and in all, and how far behind it is (a group's
+   * worker: the rows waiting on its slots; a plain consumer: its lag, the
+   * numbers between its position and the horizon).
+   * Between transactions only, so that it never shares one.
+   */
+  async _progress () {
+    if (this.progressMs <= 0 || Date.now() < this._nextProgress) return
+    const first = this._lastProgress === null
+    this._nextProgress = Date.now() + this.progressMs
+    const prev = this._lastProgress || this.stats
+    this._lastProgress = { ...this.stats }
+    if (first) return
+    let lag = null
+    try {
+      lag = await this._lag()
+    } catch (err) {
+      if (this._broken || connectionLost(err)) throw err
+      this.log.debug(`${this._label}: lag not read: ${describe(err)}`)
+    }
+    const s = this.stats
+    this.log.info(`${this._label}: progress: applied ${s.applied - prev.applied} rows, ` +
+      `parked ${s.parked - prev.parked} in the last ${seconds(this.progressMs)} ` +
+      `(${s.applied} and ${s.parked} since the start)${lag === null ? '' : `, ${lag}`}`)
+  }
+
+  /**
    * Runs the worker until signal aborts: resolves (with this.stats) once
    * the page in progress is finished and the slots are released.  Lost
-   * connections are reopened; other errors are reported to hooks.error and
-   * the loop goes on.
+   * connections are reopened and other errors tried again, after a pause
+   * that doubles up to 5 s, each logged as a warning; a permanent error
+   * (see PERMANENT), or connectAttempts failures before the database was
+   * ever reached, stops it: the slots are released and run() rejects with
+   * the error.
    * @param {{signal?: AbortSignal}} [arg]
    */
   async run (arg = {}) {
     const signal = arg.signal || this.opts.signal || new AbortController().signal
     const onAbort = () => this._cancelWait()
     signal.addEventListener('abort', onAbort)
-    let backoff = this.opts.reconnectMs || 100
+    let failures = 0
+    let fatal = null
+    this._nextProgress = 0
+    this._lastProgress = null
     try {
       while (!signal.aborted) {
         try {
           await this._connect()
-          backoff = this.opts.reconnectMs || 100
-          await this._loop(signal)
+          await this._loop(signal, () => { failures = 0 })
         } catch (err) {
           if (signal.aborted && err.code === QUERY_CANCELED) break
           const lost = this._broken || connectionLost(err)
           this._hook('error', err, { phase: lost ? 'connection' : 'loop' })
+          if (permanent(err)) {
+            fatal = err
+            this.log.error(`${this._label}: stopping: ${describe(err)}`)
+            break
+          }
+          failures++
+          if (!this._reached && failures >= this.connectAttempts) {
+            fatal = err
+            this.log.error(`${this._label}: stopping: could not reach the database in ${failures} attempts: ${describe(err)}`)
+            break
+          }
+          const ms = Math.min(this.reconnectMs * 2 ** (failures - 1), 5000)
           if (lost) {
             this.stats.reconnects++
             await this._disconnect()
             this._lostConnection()
-            await pause(backoff, signal)
-            backoff = Math.min(backoff * 2, 5000)
+            if (this._reached && this._lostAt === null) this._lostAt = Date.now()
+            this.log.warn(`${this._label}: ${this._reached ? 'connection lost' : `could not connect (attempt ${failures} of ${this.connectAttempts})`}: ` +
+              `${describe(err)}; trying again in ${seconds(ms)}`)
           } else {
             this._reads = null
-            await pause(50, signal)
+            this.log.warn(`${this._label}: ${describe(err)}; trying again in ${seconds(ms)}`)
           }
+          await pause(ms, signal)
         }
       }
-      await this._stop()
+      await this._stop(fatal)
     } finally {
       signal.removeEventListener('abort', onAbort)
       if (this._cancelling) await this._cancelling
       await this._disconnect()
     }
+    if (fatal) throw fatal
     return this.stats
   }
 
   _lostConnection () { }
-  async _stop () { }
+
+  async _stop (fatal) {
+    this._stopped(fatal, '')
+  }
+
+  _stopped (fatal, what) {
+    const s = this.stats
+    this.log.info(`${this._label}: stopped${fatal ? ' on the error' : ''}${what}; ` +
+      `applied ${s.applied} rows, parked ${s.parked}`)
+  }
 }
 
 /**
@@ -423,6 +654,10 @@ class GroupWorker extends BaseWorker {
     /** @type {{slot: number, token: bigint}[]} */
     this.slots = []
     this._renewAt = 0
+    this._started = false
+    this._held = null       // the slots of the last claim, as text
+    this._short = false     // the last claim gave fewer slots than the share
+    this._waitNoted = ''    // the holders last named in a lease-wait line
   }
 
   _lostConnection () { this._renewAt = 0 }
@@ -439,15 +674,74 @@ class GroupWorker extends BaseWorker {
     this.slots = r.slots.map((s) => { const [a, b] = s.split(':'); return { slot: Number(a), token: BigInt(b) } })
     this._renewAt = Date.now() + this.renewMs
     const seen = BigInt(r.seen)
+    const held = ranges(this.slots.map((s) => s.slot))
+    if (held !== this._held || this._short) await this._slotsChanged(held)
     this._hook('claim', { slots: this.slots, seen })
     return seen
   }
 
-  async _loop (signal) {
+  /**
+   * After a claim that changed the slots held (or that gave fewer than
+   * the share): logs the slots, the first time as the start line, and
+   * when the share is held by others whose lease has not ended, who and
+   * until when (a worker that stopped without releasing, or was killed,
+   * holds its slots until its lease ends), and claims again when the
+   * first of those leases ends rather than at the next renewal.
+   */
+  async _slotsChanged (held) {
+    const res = await this._q(
+      `SELECT slot, worker, lease_until FROM stream_seq.consumer_slots
+        WHERE stream = $1::regclass AND consumer = $2 ORDER BY slot`, [this.stream, this.consumer])
+    const total = res.rows.length
+    const others = new Map()
+    for (const s of res.rows) {
+      if (s.worker === null || s.worker === this.name || s.lease_until === null) continue
+      const o = others.get(s.worker) || { slots: [], until: s.lease_until }
+      o.slots.push(s.slot)
+      if (s.lease_until > o.until) o.until = s.lease_until
+      others.set(s.worker, o)
+    }
+    const live = others.size + 1
+    const share = Math.floor(total / live)
+    const over = [...others].filter(([, o]) => o.slots.length > Math.ceil(total / live))
+    this._short = this.slots.length < share && over.length > 0
+    if (!this._started) {
+      this._started = true
+      this.log.info(`${this._label} started: stream ${this.stream}, group ${this.consumer}, ` +
+        `slots ${held} of ${total} (lease ${seconds(this.leaseMs)})`)
+    } else if (held !== this._held) {
+      this.log.info(`${this._label}: slots ${held} of ${total} (were ${this._held})`)
+    }
+    this._held = held
+    if (!this._short) { this._waitNoted = ''; return }
+    // claim again as soon as the first of those leases ends
+    const ends = Math.min(...over.map(([, o]) => o.until.getTime()))
+    this._renewAt = Math.max(Math.min(this._renewAt, ends + 100), Date.now() + 100)
+    const noted = over.map(([w, o]) => `${w}@${o.until.getTime()}`).join(' ')
+    if (noted === this._waitNoted) return
+    this._waitNoted = noted
+    for (const [w, o] of over) {
+      this.log.info(`${this._label}: waiting for slots ${ranges(o.slots)}, held by worker ${w} ` +
+        `until its lease ends at ${o.until.toISOString()} (in ${seconds(o.until - Date.now())}), ` +
+        'or until it gives them back')
+    }
+  }
+
+  /** The rows waiting on the slots held (counted up to 100,000 a slot). */
+  async _lag () {
+    const res = await this._q(
+      `SELECT sum(backlog)::text AS n FROM stream_seq.consumer_slots
+        WHERE stream = $1::regclass AND consumer = $2 AND worker = $3`,
+      [this.stream, this.consumer, this.name])
+    return res.rows[0].n === null ? null : `backlog ${res.rows[0].n} rows on its slots`
+  }
+
+  async _loop (signal, ok) {
     while (!signal.aborted) {
       let seen
       if (Date.now() >= this._renewAt) seen = await this._claim()
       else seen = BigInt((await this._q('SELECT (stream_seq.horizon($1) - 1)::text AS seen', [this.stream])).rows[0].seen)
+      await this._progress()
       let handled = await this._due(signal)
       for (const { slot, token } of this.slots) {
         if (signal.aborted) break
@@ -455,8 +749,19 @@ class GroupWorker extends BaseWorker {
           handled += await this._page(slot, token, signal)
         } catch (err) {
           if (this._broken || !err.code) throw err
-          if (err.code === LEASE_LOST) { this._renewAt = 0; handled++; this._hook('retry', { code: err.code, slot }); break }
-          if (RETRY_PAGE.has(err.code)) { handled++; this._hook('retry', { code: err.code, slot }); continue }
+          if (err.code === LEASE_LOST) {
+            this._renewAt = 0
+            handled++
+            this.log.warn(`${this._label}: slot ${slot} changed hands (${describe(err)}): page rolled back, claiming again`)
+            this._hook('retry', { code: err.code, slot })
+            break
+          }
+          if (RETRY_PAGE.has(err.code)) {
+            handled++
+            this.log.warn(`${this._label}: slot ${slot}: ${describe(err)}: page rolled back, reading it again`)
+            this._hook('retry', { code: err.code, slot })
+            continue
+          }
           throw err
         }
       }
@@ -464,6 +769,7 @@ class GroupWorker extends BaseWorker {
         const until = Math.min(this._renewAt, this.dueMs ? this._nextDue : Infinity)
         await this._wait(seen, Math.min(this.waitMs, until - Date.now()), signal)
       }
+      ok()
     }
   }
 
@@ -476,14 +782,17 @@ class GroupWorker extends BaseWorker {
       const res = await this._read(st.readSlot, [this.consumer, slot, num(token), this.pageSize])
       if (res.rows.length === 0) { await this._q('COMMIT'); return 0 }
       const rows = this._rows(res)
-      await this._apply(rows, { client: this._client, worker: this.name, slot, token, retry: false, signal })
+      const parked = await this._apply(rows, { client: this._client, worker: this.name, slot, token, retry: false, signal })
       const last = rows[rows.length - 1].seq
       await this._q('SELECT stream_seq.advance_slot($1, $2, $3, $4, $5)',
         [this.stream, this.consumer, slot, num(token), num(last)])
       await this._q('COMMIT')
       this.stats.rows += rows.length
+      this.stats.applied += rows.length - parked.length
       this.stats.pages++
-      this._hook('page', { slot, rows: rows.length, first: rows[0].seq, last, ms: Date.now() - t0, retry: false })
+      this._parked(parked)
+      this.log.debug(`${this._label}: slot ${slot}: ${rows.length} rows (${rows[0].seq} to ${last}), ${parked.length} parked`)
+      this._hook('page', { slot, rows: rows.length, applied: rows.length - parked.length, parked: parked.length, first: rows[0].seq, last, ms: Date.now() - t0, retry: false })
       return rows.length
     } catch (err) {
       await this._rollback()
@@ -491,21 +800,33 @@ class GroupWorker extends BaseWorker {
     }
   }
 
-  /** Gives the slots back (a fresh connection if the last one was lost). */
-  async _stop () {
+  /**
+   * Gives the slots back (a fresh connection if the last one was lost),
+   * so that the other workers take them at their next claim rather than
+   * when the lease ends.
+   */
+  async _stop (fatal) {
+    if (!this._reached) return this._stopped(fatal, '')
+    let err
     for (let i = 0; i < 3; i++) {
       try {
         await this._connect()
         await this._q('SELECT stream_seq.release($1, $2, $3)', [this.stream, this.consumer, this.name])
+        const held = ranges(this.slots.map((s) => s.slot))
         this.slots = []
         this._hook('release', { worker: this.name })
-        return
-      } catch (err) {
-        this._hook('error', err, { phase: 'release' })
-        if (this._broken || connectionLost(err)) await this._disconnect()
+        return this._stopped(fatal, held === 'none' ? '' : `, slots ${held} released`)
+      } catch (e) {
+        err = e
+        this._hook('error', e, { phase: 'release' })
+        if (this._broken || connectionLost(e)) await this._disconnect()
+        if (permanent(e)) break
         await pause(100 * (i + 1))
       }
     }
+    this.log.warn(`${this._label}: could not release the slots (${describe(err)}): ` +
+      'the other workers take them over when the lease ends')
+    this._stopped(fatal, '')
   }
 }
 
@@ -516,8 +837,30 @@ class GroupWorker extends BaseWorker {
  * again); use a group to share the work.
  */
 class Worker extends BaseWorker {
-  async _loop (signal) {
+  async _loop (signal, ok) {
+    if (!this._started) {
+      await this._statements()
+      // the consumer's position, and that the consumer exists and is not a group
+      const res = await this._q(
+        `SELECT position::text AS position, slots FROM stream_seq.consumers
+          WHERE stream = $1::regclass AND consumer = $2`, [this.stream, this.consumer])
+      if (res.rows.length === 0) {
+        const err = new Error(`consumer "${this.consumer}" of stream table "${this.stream}" does not exist`)
+        err.code = '42704'
+        throw err
+      }
+      if (res.rows[0].slots !== null && res.rows[0].slots > 0) {
+        const err = new Error(`consumer "${this.consumer}" of stream table "${this.stream}" is a group`)
+        err.code = '55000'
+        err.hint = 'Use GroupWorker for a group.'
+        throw err
+      }
+      this._started = true
+      this.log.info(`${this._label} started: stream ${this.stream}, plain consumer ${this.consumer}, ` +
+        `after ${res.rows[0].position}`)
+    }
     while (!signal.aborted) {
+      await this._progress()
       let handled = await this._due(signal)
       const r = await this._page(signal)
       handled += r.rows
@@ -525,7 +868,16 @@ class Worker extends BaseWorker {
         const until = this.dueMs ? this._nextDue - Date.now() : this.waitMs
         await this._wait(r.seen, Math.min(this.waitMs, until), signal)
       }
+      ok()
     }
+  }
+
+  /** The numbers between the position and the horizon. */
+  async _lag () {
+    const res = await this._q(
+      `SELECT lag::text AS lag FROM stream_seq.consumers WHERE stream = $1::regclass AND consumer = $2`,
+      [this.stream, this.consumer])
+    return res.rows.length === 0 || res.rows[0].lag === null ? null : `lag ${res.rows[0].lag}`
   }
 
   async _page (signal) {
@@ -538,17 +890,21 @@ class Worker extends BaseWorker {
       const res = await this._read(st.read, [this.consumer, this.pageSize])
       if (res.rows.length === 0) { await this._q('COMMIT'); return { rows: 0, seen } }
       const rows = this._rows(res)
-      await this._apply(rows, { client: this._client, worker: this.name, slot: null, token: null, retry: false, signal })
+      const parked = await this._apply(rows, { client: this._client, worker: this.name, slot: null, token: null, retry: false, signal })
       const last = rows[rows.length - 1].seq
       await this._q('SELECT stream_seq.advance($1, $2, $3)', [this.stream, this.consumer, num(last)])
       await this._q('COMMIT')
       this.stats.rows += rows.length
+      this.stats.applied += rows.length - parked.length
       this.stats.pages++
-      this._hook('page', { slot: null, rows: rows.length, first: rows[0].seq, last, ms: Date.now() - t0, retry: false })
+      this._parked(parked)
+      this.log.debug(`${this._label}: ${rows.length} rows (${rows[0].seq} to ${last}), ${parked.length} parked`)
+      this._hook('page', { slot: null, rows: rows.length, applied: rows.length - parked.length, parked: parked.length, first: rows[0].seq, last, ms: Date.now() - t0, retry: false })
       return { rows: rows.length, seen }
     } catch (err) {
       await this._rollback()
       if (!this._broken && err.code && (err.code === LEASE_LOST || RETRY_PAGE.has(err.code))) {
+        this.log.warn(`${this._label}: ${describe(err)}: page rolled back, reading it again`)
         this._hook('retry', { code: err.code, slot: null })
         return { rows: 1, seen: 0n }
       }
@@ -574,4 +930,4 @@ async function lastNumbers (client, stream) {
   return { first: r.first === null ? null : BigInt(r.first), last: r.last === null ? null : BigInt(r.last) }
 }
 
-module.exports = { GroupWorker, Worker, lastNumbers, LEASE_LOST }
+module.exports = { GroupWorker, Worker, lastNumbers, LEASE_LOST, PERMANENT }

@@ -4,9 +4,29 @@
 # node-postgres from npm) through pgbouncer in transaction mode, as an
 # ordinary role.
 #
-#  - The quick start of clients/node/README.md, taken from the README's
-#    text, applies every row of its group and, on SIGTERM, releases its
-#    slots, prints "stopped" and exits 0.
+#  - Install and Quick start of clients/node/README.md, taken from the
+#    README's text and run as written: the install command (its
+#    /path/to/stream_seq the source tree) in a new directory outside the
+#    source tree, which must end with the library copied (not linked) and
+#    pg beside it; the quick start's SQL blocks in order, on the table
+#    events of README's Getting started; its worker.js, run by its command
+#    (its DATABASE_URL the pooler's).  The worker logs its start with the
+#    slots it took, applies every row, logs a row it parks with its reason
+#    and counts it apart; on SIGTERM it releases its slots at once, logs
+#    it, prints the counters and exits 0, with no DeprecationWarning.
+#    Killed with SIGKILL and started under another name, it names the
+#    worker whose lease it waits for; under its own name it takes its
+#    slots back at once.  On an error no retry mends (a database that
+#    does not exist, a column of its INSERT that does not exist) it exits
+#    1 with the error logged, parks nothing and releases its slots.
+#  - The options: a logger object, a function (as a debug instance),
+#    DEBUG; a progress line; connectAttempts (a port nobody listens on
+#    ends the worker); a group that does not exist, a plain consumer and a
+#    group swapped, a table that is not a stream stop it; a connection
+#    terminated by the server (57P01) is logged and opened again.
+#  - The scenario's workers (below) print no DeprecationWarning; the plain
+#    consumer's worker logs each row it parks, a refused row at attempt 1
+#    or 2 or a flaky row at attempt 1, with its reason.
 #  - lastNumbers() gives the numbers of the session's last commit, as
 #    BigInt.
 #  - A parked row deleted before its retry: due() hands it back without
@@ -29,16 +49,17 @@
 # on SIGTERM every group worker released its slots and every worker
 # exited 0.
 #
-# npm: pg from clients/node/package.json, installed into
+# npm: the README's install command, with npm's cache in
 # STREAM_SEQ_NPM_CACHE, else /var/cache/stream_seq/npm when writable, else
-# ~/.cache/stream_seq/npm (once; again when package.json changes); the
-# test is skipped, with the reason, when npm cannot install it.
+# ~/.cache/stream_seq/npm, and prefer-offline, so that it needs the npm
+# registry only when the cache lacks a package; the test is skipped, with
+# the reason, when npm cannot install.
 
 use strict;
 use warnings;
 
 use File::Compare ();
-use File::Copy ();
+use File::Temp ();
 use File::Path ();
 use PostgreSQL::Test::Cluster;
 use PostgreSQL::Test::Utils;
@@ -58,7 +79,18 @@ if (!-x $pgbouncer)
 plan skip_all => 'node and npm are not installed (Debian: nodejs, npm)'
   unless -x '/usr/bin/node' && (-x '/usr/bin/npm' || `command -v npm`);
 
-# pg from npm into the cache, as test/t/039_applications.pl does
+# the README's install and quick start
+my $readme = slurp_file("$lib/README.md");
+my ($install) = $readme =~ /^## Install\n.*?^```sh\n(.*?)^```\n/ms;
+my ($quick) = $readme =~ /^## Quick start\n(.*?)^## /ms;
+die 'clients/node/README.md: no Install or Quick start section'
+  unless defined $install && defined $quick;
+my @qs_sql = $quick =~ /^```sql\n(.*?)^```\n/msg;
+my ($qs_js) = $quick =~ /^```js\n(.*?)^```\n/ms;
+my ($qs_run) = $quick =~ /^```sh\n(.*?)^```\n/ms;
+die 'clients/node/README.md: the quick start lacks its SQL, worker.js or command'
+  unless @qs_sql == 2 && defined $qs_js && defined $qs_run;
+
 my $cache = $ENV{STREAM_SEQ_NPM_CACHE};
 if (!defined $cache)
 {
@@ -66,35 +98,57 @@ if (!defined $cache)
 	$cache = "$ENV{HOME}/.cache/stream_seq/npm"
 	  unless -w $cache || (!-e $cache && $> == 0);
 }
-my $prefix = "$cache/worker";
-File::Path::make_path($prefix);
-my $npm_seconds = 0;
-if (File::Compare::compare("$lib/package.json", "$prefix/package.json") != 0
-	|| !-d "$prefix/node_modules/pg")
+File::Path::make_path("$cache/cache");
+# a new directory outside the source tree, as an application's
+my $appdir = File::Temp::tempdir('stream_seq_node_XXXX', TMPDIR => 1, CLEANUP => 1);
+# runs the commands of "script" (the README's, its /path/to/stream_seq the
+# source tree) with sh in directory "dir"; returns whether they succeeded,
+# and their output
+sub npm_run
 {
-	my $t0 = time();
-	File::Copy::copy("$lib/package.json", "$prefix/package.json")
-	  or die "copy package.json: $!";
+	my ($dir, $script) = @_;
 	my ($out, $err) = ('', '');
-	my $ok = IPC::Run::run(
-		[
-			'npm', 'install', '--no-audit', '--no-fund', '--no-package-lock',
-			'--prefix', $prefix, '--cache', "$cache/cache"
-		],
-		'<', \undef, '>', \$out, '2>', \$err);
-	$npm_seconds = time() - $t0;
-	if (!$ok)
-	{
-		unlink "$prefix/package.json";
-		plan skip_all => "npm install of clients/node/package.json failed (registry not reachable?): $err";
-	}
+	local $ENV{npm_config_cache} = "$cache/cache";
+	local $ENV{npm_config_prefer_offline} = 'true';
+	local $ENV{npm_config_audit} = 'false';
+	local $ENV{npm_config_fund} = 'false';
+	local $ENV{npm_config_update_notifier} = 'false';
+	$script =~ s{/path/to/stream_seq}{$root}g;
+	my $ok = IPC::Run::run([ 'sh', '-e', '-c', $script ], '<', \undef, '>', \$out,
+		'2>', \$err, init => sub { chdir $dir or die "chdir: $!" });
+	return ($ok, $out . $err);
 }
+my $npm_seconds = time();
+my ($npm_ok, $npm_out) = npm_run($appdir, $install);
+plan skip_all => "the README's npm install failed (registry not reachable?): $npm_out"
+  unless $npm_ok;
+$npm_seconds = time() - $npm_seconds;
 note sprintf('npm install: %.1f s', $npm_seconds);
-# the library resolves pg through NODE_PATH; the quick start resolves the
-# library by its package name through a directory of its own
-my $modules = PostgreSQL::Test::Utils::tempdir();
-symlink($lib, "$modules/stream-seq-worker") or die "symlink: $!";
-$ENV{NODE_PATH} = "$prefix/node_modules:$modules";
+my ($app) = $install =~ /\bcd (\S+)/;
+$app = "$appdir/$app";
+ok(-f "$app/node_modules/stream-seq-worker/index.js" && !-l "$app/node_modules/stream-seq-worker",
+	'install: the library is copied into the application\'s node_modules')
+  or diag $npm_out;
+ok(-f "$app/node_modules/pg/package.json", 'install: pg arrives with it');
+is(File::Compare::compare("$lib/index.js", "$app/node_modules/stream-seq-worker/index.js"),
+	0, 'install: the copy is the source\'s');
+# the README's version is package.json's, and so is the tarball's name it
+# gives; npm pack and npm install of the tarball, as the README says
+my ($version) = slurp_file("$lib/package.json") =~ /"version":\s*"([^"]+)"/;
+like($readme, qr/^Version \Q$version\E,/m, 'README: the version of package.json');
+my ($pack) = $readme =~ /`(npm pack [^`]+)`/;
+my ($tgz_install) = $readme =~ /`(npm install \.\/[^`]+)`/;
+is($tgz_install, "npm install ./stream-seq-worker-$version.tgz",
+	'README: the tarball npm pack makes, by its name');
+my $packdir = File::Temp::tempdir('stream_seq_node_XXXX', TMPDIR => 1, CLEANUP => 1);
+($npm_ok, $npm_out) = npm_run($packdir, "$pack\n$tgz_install\n");
+ok($npm_ok && -f "$packdir/node_modules/stream-seq-worker/index.js"
+	  && -f "$packdir/node_modules/pg/package.json",
+	'install from the tarball npm pack makes: the library and pg') or diag $npm_out;
+
+# the library of the source tree (test/*.js require ../index.js) finds pg
+# there too, and the scripts of this test the installed library
+$ENV{NODE_PATH} = "$app/node_modules";
 
 my $node = new_node('node_library', "max_connections = 60\n");
 $node->safe_psql('postgres', q{
@@ -103,11 +157,9 @@ CREATE ROLE app LOGIN;
 GRANT CREATE ON SCHEMA public TO app;
 GRANT USAGE ON SCHEMA stream_seq TO app;
 SET ROLE app;
--- the quick start's stream and table, as in doc/consumers.md
+-- the table of README's Getting started
 CREATE TABLE events (id bigserial PRIMARY KEY, customer_id int, payload jsonb);
 SELECT stream_seq.enable('events');
-SELECT stream_seq.create_group('events', 'shipping', 'customer_id', 4);
-CREATE TABLE shipping_applied (seq bigint PRIMARY KEY, customer_id int, payload jsonb);
 -- the scenario's stream, a group and a plain consumer, each applying into
 -- a table of its own, refusing customer -1, in an order of application
 CREATE TABLE ev (id bigserial PRIMARY KEY, customer_id int, payload jsonb);
@@ -148,41 +200,281 @@ sub wait_for
 	is($got, $want, $what);
 }
 
-# stops a worker with SIGTERM; it must exit 0
+# stops a worker with SIGTERM (or "signal"); it must exit 0
 sub stop_worker
 {
-	my ($w, $name) = @_;
-	$w->{handle}->signal('TERM');
-	is(wait_done($w, 60), 0, "$name exits 0 on SIGTERM")
+	my ($w, $name, $signal) = @_;
+	$w->{handle}->signal($signal // 'TERM');
+	is(wait_done($w, 60), 0, "$name exits 0 on SIG" . ($signal // 'TERM'))
 	  or diag ${ $w->{out} } . ${ $w->{err} };
 	return ${ $w->{out} };
 }
 
-# --- the quick start, from the README's text
-open(my $fh, '<', "$lib/README.md") or die "README.md: $!";
-my $readme = do { local $/; <$fh> };
-close $fh;
-my ($quick) = $readme =~ /^## Quick start\n.*?^```js\n(.*?)^```\n/ms;
-ok(defined $quick, 'the README has a quick start');
-my $qs_file = PostgreSQL::Test::Utils::tempdir() . '/quick_start.js';
-append_to_file($qs_file, $quick // '');
+# waits until a background command's error output (or "which" output)
+# matches "re", at most "limit" seconds (default: the TAP timeout)
+sub wait_err
+{
+	my ($w, $re, $what, $which, $limit) = @_;
+	my $text = $w->{ $which // 'err' };
+	my $deadline = time() + ($limit // $PostgreSQL::Test::Utils::timeout_default);
+	while ($$text !~ $re && time() < $deadline && $w->{handle}->pumpable)
+	{
+		$w->{handle}->pump_nb;
+		usleep(50_000);
+	}
+	like($$text, $re, $what);
+}
+
+# --- Install and Quick start, from the README's text
+# its SQL, in order, as the owner of events; the first block makes the
+# group and shipping_applied, the second adds rows (run below)
+my $r = psql_result($node, "SET ROLE app;\n$qs_sql[0]");
+is($r->{rc}, 0, 'quick start: the group and the table') or diag $r->{err};
+append_to_file("$app/worker.js", $qs_js);
+# its command: NAME=VALUE ... node worker.js, the URL in it the pooler's
+my @qs_words = split ' ', $qs_run;
+my %qs_env;
+$qs_env{$1} = $2 while @qs_words && $qs_words[0] =~ /^(\w+)=(.*)$/ && shift @qs_words;
+is("@qs_words", 'node worker.js', 'quick start: the command runs worker.js');
+ok(defined $qs_env{DATABASE_URL}, 'quick start: the command gives DATABASE_URL');
+
+# runs the quick start's command in the application's directory, with
+# more environment variables
+sub quick_start
+{
+	my (%env) = @_;
+	my ($out, $err) = ('', '');
+	local %ENV = (%ENV, %qs_env, DATABASE_URL => $url, %env);
+	my $h = IPC::Run::start([@qs_words], '<', \undef, '>', \$out, '2>', \$err,
+		init => sub { chdir $app or die "chdir: $!" });
+	return { handle => $h, out => \$out, err => \$err };
+}
+
 $node->safe_psql('postgres', q{
+SET ROLE app;
 INSERT INTO events (customer_id, payload) SELECT i % 5, '{"kind": "order"}' FROM generate_series(1, 7) i;
 INSERT INTO events (customer_id, payload) SELECT i % 5, '{"kind": "shipped"}' FROM generate_series(1, 5) i;
 });
-my $qs = do
-{
-	local $ENV{DATABASE_URL} = $url;
-	bg_run('node', $qs_file);
-};
+my $qs = quick_start();
+wait_err($qs, qr/^\S+ stream-seq-worker info worker shipping-1 started: stream events, group shipping, slots 0-7 of 8 \(lease 30 s\)$/m,
+	'quick start: logs its start, the slots it took');
 wait_for('SELECT count(*) FROM shipping_applied a JOIN events e USING (seq)
            WHERE a.payload = e.payload AND a.customer_id = e.customer_id',
 	'12', 'quick start: every row applied');
+$r = psql_result($node, "SET ROLE app;\n$qs_sql[1]");
+is($r->{rc}, 0, 'quick start: the rows added in psql') or diag $r->{err};
+wait_for('SELECT count(*) FROM shipping_applied a JOIN events e USING (seq)
+           WHERE a.payload = e.payload AND a.customer_id = e.customer_id',
+	'14', 'quick start: the rows added applied');
+# a row the table refuses: parked, logged with its reason, not applied
+$node->safe_psql('postgres', q{
+SET ROLE app;
+ALTER TABLE shipping_applied ADD CONSTRAINT known_customer CHECK (customer_id >= 0);
+INSERT INTO events (customer_id, payload) VALUES (-1, '{"kind": "order"}');
+});
+my $refused = val($node, 'SELECT seq FROM events WHERE customer_id = -1');
+wait_err($qs, qr/^\S+ stream-seq-worker warn worker shipping-1: parked row $refused \(attempt 1\): new row for relation "shipping_applied" violates check constraint "known_customer" \(SQLSTATE 23514\)$/m,
+	'quick start: logs the row it parks, with its reason');
+is(val($node, q{SELECT seq || '/' || attempts FROM stream_seq.parked_rows WHERE consumer = 'shipping'}),
+	"$refused/1", 'quick start: the refused row is parked');
 my $qs_out = stop_worker($qs, 'quick start');
-is($qs_out, "stopped 12\n", 'quick start: prints that it stopped after 12 rows');
+is($qs_out, "applied 14, parked 1\n", 'quick start: prints the rows applied and parked, apart');
+like(${ $qs->{err} }, qr/^\S+ stream-seq-worker info worker shipping-1: stopped, slots 0-7 released; applied 14 rows, parked 1$/m,
+	'quick start: logs its stop and the slots released');
+unlike(${ $qs->{err} }, qr/Warning|warning:/, 'quick start: no DeprecationWarning or other warning of node');
 is(val($node, q{SELECT count(*) FROM stream_seq.consumer_slots
                  WHERE stream = 'events'::regclass AND worker IS NOT NULL}),
 	'0', 'quick start: the slots were released');
+
+# killed, then started under another name: it waits for the lease and
+# says whose; under its own name it takes its slots back at once
+$qs = quick_start();
+wait_err($qs, qr/started: .* slots 0-7 of 8/, 'quick start: started again');
+$qs->{handle}->signal('KILL');
+$qs->{handle}->finish;
+my $until = val($node, q{SELECT to_char(max(lease_until) AT TIME ZONE 'UTC', 'YYYY-MM-DD"T"HH24:MI:SS')
+                           FROM stream_seq.consumer_slots WHERE consumer = 'shipping'});
+my $qs2 = quick_start(WORKER => 'shipping-2');
+wait_err($qs2, qr/^\S+ stream-seq-worker info worker shipping-2: waiting for slots 0-7, held by worker shipping-1 until its lease ends at \Q$until\E\.\d{3}Z \(in [0-9.]+ s\), or until it gives them back$/m,
+	'another worker names the worker whose lease it waits for, and its end');
+like(${ $qs2->{err} }, qr/worker shipping-2 started: .* slots none of 8/,
+	'another worker starts with no slot while the lease lasts');
+is(stop_worker($qs2, 'the other worker', 'INT'), "applied 0, parked 0\n",
+	'the other worker applied nothing');
+$qs = quick_start();
+wait_err($qs, qr/worker shipping-1 started: .* slots 0-7 of 8/,
+	'under its own name it takes its slots back at once');
+stop_worker($qs, 'quick start');
+
+# errors no retry mends: the worker exits 1 with the error
+(my $nope = $direct) =~ s{/postgres\?}{/nope?};
+$qs = quick_start(DATABASE_URL => $nope);
+is(wait_done($qs, 60), 1, 'a database that does not exist: exits 1');
+like(${ $qs->{err} }, qr/^\S+ stream-seq-worker error worker shipping-1: stopping: database "nope" does not exist \(SQLSTATE 3D000\)$/m,
+	'a database that does not exist: logged');
+is(${ $qs->{out} }, '', 'a database that does not exist: no counters printed');
+my $positions = q{SELECT string_agg(slot || ':' || position, ',' ORDER BY slot)
+                    FROM stream_seq.consumer_slots WHERE consumer = 'shipping'};
+my $before_positions = val($node, $positions);
+$node->safe_psql('postgres', q{
+SET ROLE app;
+ALTER TABLE shipping_applied RENAME COLUMN payload TO body;
+INSERT INTO events (customer_id, payload) VALUES (3, '{"kind": "order"}');
+});
+my $last = val($node, 'SELECT max(seq) FROM events');
+$qs = quick_start();
+is(wait_done($qs, 60), 1, 'a column of the handler that does not exist: exits 1');
+like(${ $qs->{err} }, qr/^\S+ stream-seq-worker error worker shipping-1: stopping: column "payload" of relation "shipping_applied" does not exist \(SQLSTATE 42703\)$/m,
+	'a column of the handler that does not exist: logged');
+like(${ $qs->{err} }, qr/stopped on the error, slots 0-7 released/,
+	'a column of the handler that does not exist: the slots released');
+is(val($node, q{SELECT count(*) FROM stream_seq.parked_rows WHERE consumer = 'shipping'})
+	  . ' ' . val($node, $positions),
+	"1 $before_positions", 'a column of the handler that does not exist: nothing parked, no slot advanced');
+$node->safe_psql('postgres', 'SET ROLE app; ALTER TABLE shipping_applied RENAME COLUMN body TO payload');
+$qs = quick_start();
+wait_for("SELECT count(*) FROM shipping_applied WHERE seq = $last", '1',
+	'the row applied once the column is back');
+stop_worker($qs, 'quick start');
+
+# --- the options, with a script of the installed library
+$node->safe_psql('postgres', q{
+SET ROLE app;
+CREATE TABLE chk (id bigserial PRIMARY KEY, payload jsonb);
+SELECT stream_seq.enable('chk');
+SELECT stream_seq.create_group('chk', 'cg', 'id', 2);
+SELECT stream_seq.create_consumer('chk', 'cp');
+INSERT INTO chk (payload) SELECT '{}' FROM generate_series(1, 5);
+});
+append_to_file("$app/check.js", q{
+const { GroupWorker, Worker } = require('stream-seq-worker')
+const o = JSON.parse(process.argv[2])
+const say = (...a) => process.stdout.write(a.join(' ') + '\n')
+const Kind = o.plain ? Worker : GroupWorker
+delete o.plain
+let progress = 0
+if (o.logger === 'object') o.logger = { debug: (m) => say('D', m), info: (m) => { if (/: progress: /.test(m)) progress++; say('I', m) }, warn: (m) => say('W', m), error: (m) => say('E', m) }
+if (o.logger === 'function') o.logger = (m) => say('F', m)
+// stops on SIGTERM, or once runMs have passed, stopAfter rows are
+// applied and (with progress) a progress line was logged
+const stop = new AbortController()
+process.on('SIGTERM', () => stop.abort())
+const { runMs, stopAfter } = o
+const needProgress = o.progress
+delete o.runMs
+delete o.stopAfter
+delete o.progress
+const w = new Kind({ worker: 'c-1', ...o, handleRow () {} })
+if (runMs) {
+  setTimeout(function check () {
+    if (w.stats.applied >= (stopAfter || 0) && (!needProgress || progress > 0)) stop.abort()
+    else setTimeout(check, 50)
+  }, runMs)
+}
+w.run({ signal: stop.signal }).then(
+  (s) => say('resolved', `applied ${s.applied}`),
+  (e) => { say('rejected', e.code, e.message); process.exitCode = 1 })
+});
+# runs check.js with options; returns exit status, output, error output
+sub check
+{
+	my ($opts, %env) = @_;
+	my ($out, $err) = ('', '');
+	local %ENV = (%ENV, %env);
+	IPC::Run::run([ 'node', "$app/check.js", $opts ], '<', \undef, '>', \$out, '2>', \$err,
+		IPC::Run::timeout($PostgreSQL::Test::Utils::timeout_default));
+	return ($? >> 8, $out, $err);
+}
+
+my ($rc, $out, $err) = check(qq({"connection": "$direct", "stream": "chk", "consumer": "cg",
+	"logger": "object", "progressMs": 300, "runMs": 700, "stopAfter": 5, "progress": true,
+	"pageSize": 2}));
+is($rc, 0, 'logger object: the run ends as asked') or diag $out . $err;
+is($err, '', 'logger object: nothing on stderr');
+like($out, qr/^I worker c-1 started: stream chk, group cg, slots 0-1 of 2 \(lease 30 s\)$/m,
+	'logger object: the start line to its info()');
+like($out, qr/^D worker c-1: slot \d: 2 rows /m, 'logger object: page lines to its debug()');
+like($out, qr/^I worker c-1: progress: applied \d+ rows, parked 0 in the last 300 ms \(\d and 0 since the start\), backlog \d+ rows on its slots$/m,
+	'logger object: a progress line every progressMs');
+like($out, qr/^I worker c-1: stopped, slots 0-1 released; applied 5 rows, parked 0\nresolved applied 5\n\z/m,
+	'logger object: the stop line last');
+
+($rc, $out, $err) = check(qq({"connection": "$direct", "stream": "chk", "consumer": "cg",
+	"logger": "function", "runMs": 300}));
+like($out, qr/^F worker c-1 started: /m, 'logger function: every line to it');
+($rc, $out, $err) = check(qq({"connection": "$direct", "stream": "chk", "consumer": "cg", "runMs": 300}),
+	DEBUG => 'other,stream-seq-*');
+like($err, qr/^\S+ stream-seq-worker debug worker c-1: connected$/m, 'DEBUG naming the namespace: debug lines');
+($rc, $out, $err) = check(qq({"connection": "$direct", "stream": "chk", "consumer": "cg", "runMs": 300}),
+	DEBUG => '*,-stream-seq-worker');
+is($err, '', 'DEBUG skipping the namespace: nothing on stderr');
+($rc, $out, $err) = check(qq({"connection": "$direct", "stream": "chk", "consumer": "cg", "runMs": 300,
+	"logLevel": "warn"}), DEBUG => 'stream-seq-worker');
+is($err, '', 'logLevel warn: no info line, whatever DEBUG says');
+
+# a port nobody listens on: connectAttempts, then the error
+my $free = PostgreSQL::Test::Cluster::get_free_port();
+($rc, $out, $err) = check(qq({"connection": "postgres://app\@127.0.0.1:$free/postgres",
+	"stream": "chk", "consumer": "cg", "logger": "object", "connectAttempts": 3, "reconnectMs": 20}));
+is($rc, 1, 'a port nobody listens on: the worker stops');
+like($out, qr/^W worker c-1: could not connect \(attempt 1 of 3\): connect ECONNREFUSED .*; trying again in 20 ms\nW worker c-1: could not connect \(attempt 2 of 3\): .*\nE worker c-1: stopping: could not reach the database in 3 attempts: connect ECONNREFUSED .*\nI worker c-1: stopped on the error; applied 0 rows, parked 0\nrejected ECONNREFUSED /,
+	'a port nobody listens on: each attempt logged, then the error');
+
+foreach my $case (
+	[ 'a group that does not exist', '"consumer": "nope"', '42704' ],
+	[ 'a plain consumer given to GroupWorker', '"consumer": "cp"', '55000' ],
+	[ 'a group given to Worker', '"consumer": "cg", "plain": true', '55000' ],
+	[ 'a table that is not a stream', '"consumer": "cg", "stream": "applied_g", "plain": true', '42809' ],
+	[ 'a table that does not exist', '"consumer": "cg", "stream": "nope"', '42P01' ])
+{
+	my ($what, $json, $code) = @$case;
+	($rc, $out, $err) = check(qq({"connection": "$url", "stream": "chk", $json, "logger": "object"}));
+	is($rc, 1, "$what: the worker stops");
+	like($out, qr/^E worker c-1: stopping: .* \(SQLSTATE $code\).*\n(?:.*\n)?rejected $code /m,
+		"$what: the error logged, run() rejects with it") or diag $out . $err;
+}
+
+# a connection the server terminates (57P01): logged, opened again
+my $chk = IPC::Run::start([ 'node', "$app/check.js",
+	qq({"connection": "$direct", "stream": "chk", "consumer": "cp", "plain": true,
+	    "logger": "object", "worker": "c-2", "waitMs": 60000, "renewMs": 60000, "dueMs": 0,
+	    "progressMs": 0}) ],
+	'<', \undef, '>', \my $chk_out, '2>', \my $chk_err);
+$chk = { handle => $chk, out => \$chk_out, err => \$chk_err };
+my $waiting = q{FROM pg_stat_activity WHERE query LIKE '%stream_seq.wait(%' AND state = 'active'
+                  AND usename = 'app' AND pid <> pg_backend_pid()};
+wait_for("SELECT count(*) $waiting", '1', 'the plain worker waits');
+$node->safe_psql('postgres', "SELECT pg_terminate_backend(pid) $waiting");
+wait_err($chk, qr/connected again/, 'the plain worker connected again', 'out');
+wait_for("SELECT count(*) $waiting", '1', 'the plain worker waits again');
+is(stop_worker($chk, 'the plain worker') =~ s/^D .*\n//mgr =~ s/(again after )[0-9.]+ m?s$/${1}N/mr,
+	"I worker c-2 started: stream chk, plain consumer cp, after 0\n"
+	  . "W worker c-2: connection lost: terminating connection due to administrator command (SQLSTATE 57P01); trying again in 100 ms\n"
+	  . "I worker c-2: connected again after N\n"
+	  . "I worker c-2: stopped; applied 5 rows, parked 0\nresolved applied 5\n",
+	'a connection terminated (57P01): logged as a warning, opened again');
+
+# a worker waiting for a killed worker's slots takes them when its lease
+# ends, not at its next renewal
+sub check_bg
+{
+	my ($opts) = @_;
+	my ($out, $err) = ('', '');
+	my $h = IPC::Run::start([ 'node', "$app/check.js", $opts ], '<', \undef,
+		'>', \$out, '2>', \$err);
+	return { handle => $h, out => \$out, err => \$err };
+}
+my $c1 = check_bg(qq({"connection": "$url", "stream": "chk", "consumer": "cg", "leaseMs": 2000,
+	"logger": "object"}));
+wait_err($c1, qr/^I worker c-1 started: .* slots 0-1 of 2/m, 'a worker with a lease of 2 s started', 'out');
+$c1->{handle}->signal('KILL');
+$c1->{handle}->finish;
+my $c2 = check_bg(qq({"connection": "$url", "stream": "chk", "consumer": "cg", "leaseMs": 2000,
+	"renewMs": 60000, "worker": "c-2", "logger": "object"}));
+wait_err($c2, qr/^I worker c-2: waiting for slots 0-1, held by worker c-1 until its lease ends at .*\nI worker c-2: slots 0-1 of 2 \(were none\)$/m,
+	'a worker renewing every 60 s takes a killed worker\'s slots when their lease of 2 s ends',
+	'out', 40);
+stop_worker($c2, 'the worker that took the slots');
 
 # --- lastNumbers()
 my ($p_out, $p_err) = ('', '');
@@ -312,6 +604,31 @@ foreach my $name (sort keys %workers)
 	ok($last_lost < 0 || substr("\n$out", $last_lost) =~ /^connect$/m,
 		"$name connected again after each lost connection");
 	unlike($out, qr/^failed/m, "$name never failed");
+	my $err = ${ $workers{$name}->{err} };
+	unlike($err, qr/DeprecationWarning/, "$name: no DeprecationWarning");
+	next unless $name eq 'plain-1';
+	# the plain consumer's only worker logged the rows it parked, each a
+	# refused row at attempt 1 or 2 or a flaky row at attempt 1, with the
+	# handler's or the table's reason
+	my @parked = $err =~ /^\S+ stream-seq-worker warn worker plain-1: parked row (\d+) \(attempt (\d)\): (.*)$/mg;
+	my @values;
+	while (my ($seq, $attempt, $reason) = splice(@parked, 0, 3))
+	{
+		$reason = $reason =~ /^(poison|flaky) row \Q$seq\E$/ ? $1
+		  : $reason =~ /^new row for relation "applied_plain" violates check constraint .* \(SQLSTATE 23514\)$/ ? 'check'
+		  : 'other';
+		push @values, "($seq, $attempt, '$reason')";
+	}
+	cmp_ok(scalar @values, '>', 0, 'plain-1 logged the rows it parked');
+	is( val($node, 'SELECT count(*) FILTER (WHERE CASE'
+		  . q{ WHEN e.payload->>'kind' = 'poison' THEN l.reason = 'poison' AND l.attempt IN (1, 2)}
+		  . q{ WHEN e.customer_id = -1 THEN l.reason = 'check' AND l.attempt IN (1, 2)}
+		  . q{ WHEN e.payload->>'kind' = 'flaky' THEN l.reason = 'flaky' AND l.attempt = 1}
+		  . ' ELSE false END) || \'/\' || count(*)'
+		  . ' FROM (VALUES ' . join(', ', @values) . ') l(seq, attempt, reason) LEFT JOIN ev e USING (seq)'),
+		scalar(@values) . '/' . scalar(@values),
+		'plain-1: each parked row logged is a refused or flaky row, with its reason and attempt')
+	  if @values;
 }
 cmp_ok($reconnected, '>=', 1, 'workers reconnected after the crash');
 is(val($node, q{SELECT count(*) FROM stream_seq.consumer_slots WHERE worker IS NOT NULL}),
