@@ -12,7 +12,9 @@
 #  - every committed row was applied exactly once, or, if poison, parked
 #    (after the worker's three attempts), never both;
 #  - the rows of each customer were applied in number order;
-#  - on SIGTERM each worker released its slots and exited 0.
+#  - on SIGTERM each worker released its slots and exited 0;
+#  - it logs the slots it holds and each row it parks, and exits 1 with
+#    the message on a group or a database that does not exist.
 
 use strict;
 use warnings;
@@ -116,6 +118,22 @@ is(val($node, q{SELECT count(*) FROM (
 	'0', 'the rows of each customer were applied in number order');
 is(val($node, q{SELECT count(*) FROM stream_seq.consumer_slots WHERE worker IS NOT NULL}),
 	'0', 'the workers released their slots');
+
+like(${ $workers[0]->{err} }, qr/INFO shipping-1 of group shipping of events holds slots \[/,
+	'a worker logs the slots it holds');
+like(${ $workers[0]->{err} } . ${ $workers[1]->{err} }, qr/WARNING row \d+ parked after 3 attempts: /,
+	'and each row it parks');
+
+# errors that trying again cannot cure: exit 1 with the message
+foreach my $case (
+	[ "$dsn", 'no_such_group', qr/consumer "no_such_group" of stream table "events" does not exist/ ],
+	[ $node->connstr('no_such_db'), 'shipping', qr/database "no_such_db" does not exist/ ])
+{
+	my ($conninfo, $group, $message) = @{$case};
+	my $w = bg_run('python3', $worker_py, $conninfo, 'events', $group, 'shipping-9');
+	is(wait_done($w, 60), 1, "exit 1: $group") or diag ${ $w->{err} };
+	like(${ $w->{err} }, qr/ERROR shipping-9 stopping: .*$message/, 'with the message');
+}
 
 stop_pgbouncer($bouncer);
 done_testing();
