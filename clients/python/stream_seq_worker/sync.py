@@ -509,7 +509,12 @@ class GroupWorker(_Worker):
 
     Settings (seconds): page_size 100, lease 30, renew_every lease/3,
     wait_timeout 5 (at most renew_every), due_every 1, due_size 100,
-    reconnect_max_delay 2."""
+    reconnect_max_delay 2, connect_attempts 10 (before the first
+    connection; None: no limit), progress_every 30 (0: no progress lines).
+
+    It logs to logger "stream_seq_worker" (start, slots, lease waits,
+    progress, parked rows, retries, stop); run() raises PermanentError on
+    an error that trying again cannot cure."""
 
     group = True
 
