@@ -193,7 +193,7 @@ class _Worker:
     def _progress(self):
         every = self.settings.progress_every
         now = time.monotonic()
-        if every <= 0 or now < self._progress_at:
+        if every <= 0 or now < self._progress_at or self._conn is None:
             return
         rows = self.stats["rows"] + self.stats["due"]
         parked = self.stats["parked"]
