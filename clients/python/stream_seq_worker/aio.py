@@ -95,6 +95,7 @@ class _AsyncWorker(_Worker):
 
     async def _page(self, slot, token):
         conn = self._conn
+        tries = 0
         while True:
             t0 = time.monotonic()
             try:
@@ -130,6 +131,8 @@ class _AsyncWorker(_Worker):
                             else "reads it again", describe(e))
                 if what == "lease lost" and self.group:
                     return _LEASE_LOST
+                tries += 1
+                await asyncio.sleep(self._backoff(tries))
                 continue
             self.stats["pages"] += 1
             self.stats["rows"] += len(page)
@@ -138,6 +141,7 @@ class _AsyncWorker(_Worker):
 
     async def _due(self):
         conn = self._conn
+        tries = 0
         while True:
             t0 = time.monotonic()
             try:
@@ -163,6 +167,8 @@ class _AsyncWorker(_Worker):
                     raise
                 self.stats["retries"] += 1
                 self._hook("retried", "serialization", e)
+                tries += 1
+                await asyncio.sleep(self._backoff(tries))
                 continue
             self.stats["due"] += len(got)
             self._hook("page", "due", len(got), parked, time.monotonic() - t0)

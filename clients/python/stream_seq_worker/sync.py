@@ -205,6 +205,12 @@ class _Worker:
                  f"behind by {behind} numbers" if behind > 0 else "caught up")
         self._progress_at = now + every
 
+    def _backoff(self, tries):
+        """The pause before a page's transaction runs again after a
+        serialization failure (or a plain consumer's SS001): 10 ms, doubling,
+        at most reconnect_max_delay."""
+        return min(0.01 * 2 ** (tries - 1), self.settings.reconnect_max_delay)
+
     def _note_page(self, slot, n, last):
         """Numbers behind the horizon seen at the start of the round, for
         the progress line: 0 if the page was not full (the slot is read to
@@ -258,6 +264,7 @@ class _Worker:
         the handler and advance past it, in one transaction; run again on a
         serialization failure.  Returns the rows handled, or _LEASE_LOST."""
         conn = self._conn
+        tries = 0
         while True:
             t0 = time.monotonic()
             try:
@@ -293,6 +300,8 @@ class _Worker:
                             else "reads it again", describe(e))
                 if what == "lease lost" and self.group:
                     return _LEASE_LOST
+                tries += 1
+                time.sleep(self._backoff(tries))
                 continue                # a plain consumer moved: read again
             self.stats["pages"] += 1
             self.stats["rows"] += len(page)
@@ -305,6 +314,7 @@ class _Worker:
         afterwards would lose the retry); a row that fails again is parked
         again, one more attempt.  Returns how many were handed back."""
         conn = self._conn
+        tries = 0
         while True:
             t0 = time.monotonic()
             try:
@@ -330,6 +340,8 @@ class _Worker:
                     raise
                 self.stats["retries"] += 1
                 self._hook("retried", "serialization", e)
+                tries += 1
+                time.sleep(self._backoff(tries))
                 continue
             self.stats["due"] += len(got)
             self._hook("page", "due", len(got), parked, time.monotonic() - t0)
