@@ -200,8 +200,10 @@ class _Worker:
         r0, p0 = self._progress_base
         self._progress_base = (rows, parked)
         behind = max(self._behind.values(), default=0)
-        log.info("%s: %d rows handled, %d parked in the last %.3g s (%d, %d since start); %s",
-                 self.name, rows - r0, parked - p0, now - self._progress_at + every, rows, parked,
+        took = now - self._progress_at + every
+        log.info("%s: %d rows handled, %d parked in the last %s s (%d, %d since start); %s",
+                 self.name, rows - r0, parked - p0,
+                 f"{took:.0f}" if took >= 1 else f"{took:.2g}", rows, parked,
                  f"behind by {behind} numbers" if behind > 0 else "caught up")
         self._progress_at = now + every
 
