@@ -216,8 +216,11 @@ class Sync(Case):
                 cur.execute("SELECT pg_terminate_backend(pg_backend_pid())")
             apply(cur, row)
         w = GroupWorker(DSN, name, "c", "w", handle_row=handle)
-        w.run(until_idle=True)
+        with self.assertLogs("stream_seq_worker", "WARNING") as logs:
+            w.run(until_idle=True)
         self.assertEqual(w.stats["reconnects"], 1)
+        self.assertRegex("\n".join(logs.output),
+                         r"WARNING:stream_seq_worker:w: connection lost, trying again in 0\.05 s: ")
         oracle(self, name)
 
     def test_lost_lease_is_claimed_again(self):
