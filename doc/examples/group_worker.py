@@ -16,10 +16,11 @@ progress returns: within WAIT).
 It logs (Python's logging, to stderr) a line when it starts and whenever
 the slots it holds change, each row it parks with the reason, and a line
 when it stops.  An error that trying again cannot cure (a wrong database,
-role or password, a stream or group that does not exist, a privilege or
-a column the handler's SQL needs) stops it with exit status 1 and the
-message; a lost connection is tried again with backoff (a worker that
-never connected gives up after CONNECT_ATTEMPTS tries).
+role or password, a stream or group that does not exist, a privilege, or
+a handler's SQL error of class 42 such as a column that does not exist:
+every row would fail) stops it with exit status 1 and the message; a
+lost connection is tried again with backoff (a worker that never
+connected gives up after CONNECT_ATTEMPTS tries).
 
 It keeps no session state between transactions (no prepared statements,
 no LISTEN, no temporary tables), so it works through pgbouncer in
@@ -75,6 +76,7 @@ def work_slot(conn, stream, consumer, slot, token, failures):
     the transaction that parks it or applies it commits (a park rolled back
     with a later row's failure must not start the count again)."""
     page = []
+    parked = []
     with conn.transaction():
         with conn.cursor(row_factory=dict_row) as cur:
             cur.execute(
@@ -92,18 +94,21 @@ def work_slot(conn, stream, consumer, slot, token, failures):
                 except psycopg.Error as e:
                     if e.sqlstate in (LEASE_LOST, SERIALIZATION_FAILURE):
                         raise
+                    if e.sqlstate and e.sqlstate.startswith("42"):
+                        raise           # the handler's SQL, not the row: stop
                     failures[r["seq"]] = failures.get(r["seq"], 0) + 1
                     if failures[r["seq"]] < MAX_ATTEMPTS:
                         raise           # roll the page back, try it again
                     cur.execute("SELECT stream_seq.park(%s, %s, %s, %s)",
                                 (stream, consumer, r["seq"], str(e)[:200]))
-                    log.warning("row %s parked after %d attempts: %s",
-                                r["seq"], MAX_ATTEMPTS, str(e).splitlines()[0])
+                    parked.append((r["seq"], " ".join(str(e).split())))
             cur.execute(
                 "SELECT stream_seq.advance_slot(%s, %s, %s, %s, %s)",
                 (stream, consumer, slot, token, page[-1]["seq"]))
     for r in page:                          # committed
         failures.pop(r["seq"], None)
+    for seq, reason in parked:
+        log.warning("row %s parked after %d attempts: %s", seq, MAX_ATTEMPTS, reason)
     return len(page)
 
 
@@ -133,6 +138,8 @@ def run(dsn, stream, consumer, worker, failures):
                 except psycopg.Error as e:
                     if conn.broken:
                         raise           # the connection is gone
+                    if e.sqlstate and e.sqlstate.startswith("42"):
+                        raise           # the handler's SQL: stop
                     if e.sqlstate == LEASE_LOST:
                         break           # claim again
                     handled += 1        # 40001 or a row that failed: again

@@ -98,6 +98,7 @@ class _AsyncWorker(_Worker):
         tries = 0
         while True:
             t0 = time.monotonic()
+            self._parked_now = []
             try:
                 async with conn.transaction():
                     async with conn.cursor(row_factory=dict_row) as cur:
@@ -134,6 +135,7 @@ class _AsyncWorker(_Worker):
                 tries += 1
                 await asyncio.sleep(self._backoff(tries))
                 continue
+            self._log_parked()
             self.stats["pages"] += 1
             self.stats["rows"] += len(page)
             self._hook("page", slot, len(page), parked, time.monotonic() - t0)
@@ -144,6 +146,7 @@ class _AsyncWorker(_Worker):
         tries = 0
         while True:
             t0 = time.monotonic()
+            self._parked_now = []
             try:
                 async with conn.transaction():
                     async with conn.cursor(row_factory=dict_row) as cur:
@@ -170,6 +173,7 @@ class _AsyncWorker(_Worker):
                 tries += 1
                 await asyncio.sleep(self._backoff(tries))
                 continue
+            self._log_parked()
             self.stats["due"] += len(got)
             self._hook("page", "due", len(got), parked, time.monotonic() - t0)
             return len(got)
@@ -212,7 +216,7 @@ class _AsyncWorker(_Worker):
     async def _park(self, seq, reason):
         await self._conn.execute(Statements.PARK, (self.stream, self.consumer, seq, reason))
         self.stats["parked"] += 1
-        log.warning("%s: row %s parked: %s", self.name, seq, reason)
+        self._parked_now.append((seq, reason))
 
     async def _wait(self):
         t0 = time.monotonic()

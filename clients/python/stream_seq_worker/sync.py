@@ -62,6 +62,7 @@ class _Worker:
         self._behind = {}               # slot -> numbers behind, last page
         self._progress_at = 0.0
         self._progress_base = (0, 0)
+        self._parked_now = []           # (seq, reason) parked, not yet committed
 
     def _what(self):
         kind = "group" if self.group else "consumer"
@@ -207,6 +208,13 @@ class _Worker:
                  f"behind by {behind} numbers" if behind > 0 else "caught up")
         self._progress_at = now + every
 
+    def _log_parked(self):
+        """The rows the page's transaction parked, once it committed (a
+        page rolled back and run again parks them again)."""
+        for seq, reason in self._parked_now:
+            log.warning("%s: row %s parked: %s", self.name, seq, reason)
+        self._parked_now = []
+
     def _backoff(self, tries):
         """The pause before a page's transaction runs again after a
         serialization failure (or a plain consumer's SS001): 10 ms, doubling,
@@ -269,6 +277,7 @@ class _Worker:
         tries = 0
         while True:
             t0 = time.monotonic()
+            self._parked_now = []
             try:
                 with conn.transaction():
                     with conn.cursor(row_factory=dict_row) as cur:
@@ -305,6 +314,7 @@ class _Worker:
                 tries += 1
                 time.sleep(self._backoff(tries))
                 continue                # a plain consumer moved: read again
+            self._log_parked()
             self.stats["pages"] += 1
             self.stats["rows"] += len(page)
             self._hook("page", slot, len(page), parked, time.monotonic() - t0)
@@ -319,6 +329,7 @@ class _Worker:
         tries = 0
         while True:
             t0 = time.monotonic()
+            self._parked_now = []
             try:
                 with conn.transaction():
                     with conn.cursor(row_factory=dict_row) as cur:
@@ -345,6 +356,7 @@ class _Worker:
                 tries += 1
                 time.sleep(self._backoff(tries))
                 continue
+            self._log_parked()
             self.stats["due"] += len(got)
             self._hook("page", "due", len(got), parked, time.monotonic() - t0)
             return len(got)
@@ -412,7 +424,7 @@ class _Worker:
         policy decides when due() hands it back, and when it is dead."""
         self._conn.execute(Statements.PARK, (self.stream, self.consumer, seq, reason))
         self.stats["parked"] += 1
-        log.warning("%s: row %s parked: %s", self.name, seq, reason)
+        self._parked_now.append((seq, reason))
 
     # -- waiting, connecting, stopping -------------------------------------
 
