@@ -242,6 +242,10 @@ $report = lag_report();
 like($report, qr/^events\s+shipping\s+-\s+\d+\s+$horizon\s+\d+\s+0\s+0\s+0\s+0 workers\s+-$/m,
 	'no backlog, no worker left') or diag $report;
 
+($ok, $out) = user_sh($work, $home, "~/stream_seq_venv/bin/stream-seq-lag '$dsn' --stream no_such_table");
+ok(!$ok, 'the lag command fails on a table that does not exist');
+like($out, qr/^stream-seq-lag: relation "no_such_table" does not exist \[42P01\]$/m, 'and says why');
+
 # permanent errors: the README's worker exits 1 with the message
 my ($bad, $bad_log) = start_quick_start('shipping-1', $node->connstr('nope') . ' user=app');
 is(wait_pid($bad, 30), 1, 'a database that does not exist: the worker exits 1');
