@@ -23,6 +23,8 @@ MAJOR=${1:-15}
 need_packages postgresql-15 postgresql-server-dev-15 libipc-run-perl make gcc pgbouncer spin \
 	postgresql-15-partman postgresql-15-repack postgresql-15-pglogical postgresql-15-wal2json python3-psycopg \
 	prometheus-postgres-exporter
+# the Python library's install, as its README says (test/t/043_python_library.pl)
+need_packages python3-venv python3-setuptools python3-wheel python3-build
 # the exporter's Debian service is not wanted: test/t/040_metrics_exporter.pl
 # runs exporters of its own on free ports
 if [ "$(id -u)" = 0 ]; then

@@ -13,6 +13,15 @@ slots are empty it sleeps in wait() until the next commit on the stream.
 On SIGTERM or SIGINT it releases its slots and exits (once a wait() in
 progress returns: within WAIT).
 
+It logs (Python's logging, to stderr) a line when it starts and whenever
+the slots it holds change, each row it parks with the reason, and a line
+when it stops.  An error that trying again cannot cure (a wrong database,
+role or password, a stream or group that does not exist, a privilege, or
+a handler's SQL error of class 42 such as a column that does not exist:
+every row would fail) stops it with exit status 1 and the message; a
+lost connection is tried again with backoff (a worker that never
+connected gives up after CONNECT_ATTEMPTS tries).
+
 It keeps no session state between transactions (no prepared statements,
 no LISTEN, no temporary tables), so it works through pgbouncer in
 transaction mode too.
@@ -24,6 +33,7 @@ Errors it expects:
   40001  a serialization failure: retry the transaction.
 """
 
+import logging
 import signal
 import sys
 import time
@@ -38,8 +48,11 @@ PAGE = 100
 MAX_ATTEMPTS = 3
 LEASE_LOST = "SS001"
 SERIALIZATION_FAILURE = "40001"
+CONNECT_ATTEMPTS = 10
 
+log = logging.getLogger("group_worker")
 stopping = False
+connected = False
 
 
 def stop(signum, frame):
@@ -63,6 +76,7 @@ def work_slot(conn, stream, consumer, slot, token, failures):
     the transaction that parks it or applies it commits (a park rolled back
     with a later row's failure must not start the count again)."""
     page = []
+    parked = []
     with conn.transaction():
         with conn.cursor(row_factory=dict_row) as cur:
             cur.execute(
@@ -80,24 +94,29 @@ def work_slot(conn, stream, consumer, slot, token, failures):
                 except psycopg.Error as e:
                     if e.sqlstate in (LEASE_LOST, SERIALIZATION_FAILURE):
                         raise
+                    if e.sqlstate and e.sqlstate.startswith("42"):
+                        raise           # the handler's SQL, not the row: stop
                     failures[r["seq"]] = failures.get(r["seq"], 0) + 1
                     if failures[r["seq"]] < MAX_ATTEMPTS:
                         raise           # roll the page back, try it again
                     cur.execute("SELECT stream_seq.park(%s, %s, %s, %s)",
                                 (stream, consumer, r["seq"], str(e)[:200]))
+                    parked.append((r["seq"], " ".join(str(e).split())))
             cur.execute(
                 "SELECT stream_seq.advance_slot(%s, %s, %s, %s, %s)",
                 (stream, consumer, slot, token, page[-1]["seq"]))
     for r in page:                          # committed
         failures.pop(r["seq"], None)
+    for seq, reason in parked:
+        log.warning("row %s parked after %d attempts: %s", seq, MAX_ATTEMPTS, reason)
     return len(page)
 
 
-def run(dsn, stream, consumer, worker):
-    signal.signal(signal.SIGTERM, stop)
-    signal.signal(signal.SIGINT, stop)
-    failures = {}
+def run(dsn, stream, consumer, worker, failures):
+    global connected
+    held = None
     with psycopg.connect(dsn, autocommit=True, prepare_threshold=None) as conn:
+        connected = True
         while not stopping:
             with conn.cursor() as cur:
                 # the horizon before the claim: every row below it is
@@ -108,6 +127,10 @@ def run(dsn, stream, consumer, worker):
                 cur.execute("SELECT slot, token FROM stream_seq.claim(%s, %s, %s, %s)",
                             (stream, consumer, worker, LEASE))
                 slots = cur.fetchall()
+            if [s for s, _ in slots] != held:
+                held = [s for s, _ in slots]
+                log.info("%s of group %s of %s holds slots %s", worker, consumer, stream,
+                         held or "none (the others hold them, or a gone worker's lease runs)")
             handled = 0
             for slot, token in slots:
                 try:
@@ -115,6 +138,8 @@ def run(dsn, stream, consumer, worker):
                 except psycopg.Error as e:
                     if conn.broken:
                         raise           # the connection is gone
+                    if e.sqlstate and e.sqlstate.startswith("42"):
+                        raise           # the handler's SQL: stop
                     if e.sqlstate == LEASE_LOST:
                         break           # claim again
                     handled += 1        # 40001 or a row that failed: again
@@ -127,7 +152,44 @@ def run(dsn, stream, consumer, worker):
                         (stream, consumer, worker))
 
 
+def transient(e, conn_ok):
+    """A lost connection or an administrator's shutdown: connect again."""
+    state = getattr(e, "sqlstate", None)
+    if state is None:
+        # no SQLSTATE: the server was not reached, or refused the login
+        # (a wrong database, role or password: permanent)
+        text = str(e)
+        return isinstance(e, psycopg.OperationalError) and not (
+            "does not exist" in text or "authentication failed" in text
+            or "no pg_hba.conf entry" in text) and conn_ok
+    return state.startswith("08") or state in ("57P01", "57P02", "57P03")
+
+
+def main(dsn, stream, consumer, worker):
+    logging.basicConfig(level=logging.INFO,
+                        format="%(asctime)s %(name)s %(levelname)s %(message)s")
+    signal.signal(signal.SIGTERM, stop)
+    signal.signal(signal.SIGINT, stop)
+    failures = {}
+    attempts, delay = 0, 0.1
+    log.info("%s of group %s of %s starting", worker, consumer, stream)
+    while True:
+        try:
+            attempts += 1
+            run(dsn, stream, consumer, worker, failures)
+            log.info("%s stopped, slots released", worker)
+            return 0
+        except psycopg.Error as e:
+            if not transient(e, connected or attempts < CONNECT_ATTEMPTS) or stopping:
+                log.error("%s stopping: %s", worker, " ".join(str(e).split()))
+                return 1
+            log.warning("%s: connection lost, again in %.1f s: %s", worker, delay,
+                        " ".join(str(e).split()))
+            time.sleep(delay)
+            delay = min(delay * 2, 5.0)
+
+
 if __name__ == "__main__":
     if len(sys.argv) != 5:
         sys.exit("usage: group_worker.py DSN STREAM CONSUMER WORKER")
-    run(*sys.argv[1:])
+    sys.exit(main(*sys.argv[1:]))

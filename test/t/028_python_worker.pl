@@ -12,7 +12,10 @@
 #  - every committed row was applied exactly once, or, if poison, parked
 #    (after the worker's three attempts), never both;
 #  - the rows of each customer were applied in number order;
-#  - on SIGTERM each worker released its slots and exited 0.
+#  - on SIGTERM each worker released its slots and exited 0;
+#  - it logs the slots it holds and each row it parks, and exits 1 with
+#    the message on a group or a database that does not exist, or a
+#    column its handler writes that does not exist (parking nothing).
 
 use strict;
 use warnings;
@@ -92,9 +95,11 @@ while (time() < $deadline)
 	$done = val($node, q{SELECT (SELECT count(*) FROM shipping_applied)
 	                          + (SELECT count(*) FROM stream_seq.parked_rows)});
 	last if $done >= $total;
+	$_->{handle}->pump_nb for @workers;    # their logs, lest a full pipe block them
 	usleep(200_000);
 }
-is($done, $total, 'the workers caught up: every row applied or parked');
+is($done, $total, 'the workers caught up: every row applied or parked')
+  or diag map { $_->{handle}->pump_nb; ${ $_->{err} } } @workers;
 
 foreach my $w (@workers)
 {
@@ -116,6 +121,34 @@ is(val($node, q{SELECT count(*) FROM (
 	'0', 'the rows of each customer were applied in number order');
 is(val($node, q{SELECT count(*) FROM stream_seq.consumer_slots WHERE worker IS NOT NULL}),
 	'0', 'the workers released their slots');
+
+like(${ $workers[0]->{err} }, qr/INFO shipping-1 of group shipping of events holds slots \[/,
+	'a worker logs the slots it holds');
+like(${ $workers[0]->{err} } . ${ $workers[1]->{err} }, qr/WARNING row \d+ parked after 3 attempts: /,
+	'and each row it parks');
+
+# errors that trying again cannot cure: exit 1 with the message
+$node->safe_psql('postgres', q{
+CREATE SCHEMA alt;
+CREATE TABLE alt.shipping_applied (seq bigint PRIMARY KEY, customer_id int);
+INSERT INTO events (customer_id, payload) VALUES (1, '{}');
+});
+foreach my $case (
+	[ "$dsn", 'no_such_group', qr/consumer "no_such_group" of stream table "events" does not exist/ ],
+	[ $node->connstr('no_such_db'), 'shipping', qr/database "no_such_db" does not exist/ ],
+	# a table of the handler's without the column it writes, first on the
+	# search path: every row would fail, so it stops instead of parking
+	[ $node->connstr('postgres') . ' options=-csearch_path=alt,public', 'shipping',
+	  qr/column "payload" of relation "shipping_applied" does not exist/ ])
+{
+	my ($conninfo, $group, $message) = @{$case};
+	my $w = bg_run('python3', $worker_py, $conninfo, 'events', $group, 'shipping-9');
+	is(wait_done($w, 60), 1, "exit 1: $group") or diag ${ $w->{err} };
+	like(${ $w->{err} }, qr/ERROR shipping-9 stopping: .*$message/, 'with the message');
+}
+is(val($node, q{SELECT count(*) FROM stream_seq.parked_rows p JOIN events e ON e.seq = p.seq
+                 WHERE e.customer_id <> -1}),
+	'0', 'the handler\'s SQL error parked nothing');
 
 stop_pgbouncer($bouncer);
 done_testing();

@@ -14,6 +14,33 @@ log = logging.getLogger("stream_seq_worker")
 LEASE_LOST = "SS001"            # fenced: another worker, a reset or a resize
 
 
+class PermanentError(Exception):
+    """The worker stopped on an error that trying again cannot cure: a
+    wrong database, role or password, a stream table or consumer that does
+    not exist, a privilege missing, a column or table the handler's own SQL
+    names that does not exist (class 42), or a server it never reached in
+    connect_attempts tries.  run() raises it after releasing the slots it
+    held; "sqlstate" is the server's code (None for a connection refused
+    before any SQL).  A handler may raise it too, to stop the worker
+    without parking the row: the page's transaction is rolled back."""
+
+    def __init__(self, message, sqlstate=None):
+        super().__init__(message)
+        self.sqlstate = sqlstate
+
+
+# What a server (or pgbouncer) says when it refuses a connection for a
+# reason that will not go away by itself.  psycopg reports a refused
+# connection without its SQLSTATE, so its text is all there is; a server
+# whose messages are translated does not match, and the worker gives up
+# after connect_attempts instead.
+_REFUSED_FOR_GOOD = ("password authentication failed", "authentication failed",
+                     "no pg_hba.conf entry", "does not exist", "is not permitted to log in",
+                     "permission denied for database", "no such database", "no such user",
+                     "invalid connection option", "invalid dsn", "missing \"=\"",
+                     "invalid sslmode value", "invalid port number", "invalid integer value")
+
+
 class Hooks:
     """Callbacks for metrics and logging; override the ones you need.
 
@@ -48,7 +75,7 @@ class Settings:
 
     def __init__(self, page_size=100, lease=30.0, renew_every=None,
                  wait_timeout=5.0, due_every=1.0, due_size=100,
-                 reconnect_max_delay=2.0):
+                 reconnect_max_delay=2.0, connect_attempts=10, progress_every=30.0):
         if page_size < 1 or due_size < 1:
             raise ValueError("page_size and due_size must be at least 1")
         if not 0 < lease <= 86400:
@@ -63,6 +90,12 @@ class Settings:
         self.due_every = due_every
         self.due_size = due_size
         self.reconnect_max_delay = reconnect_max_delay
+        if connect_attempts is not None and connect_attempts < 1:
+            raise ValueError("connect_attempts must be at least 1, or None")
+        self.connect_attempts = connect_attempts
+        if progress_every is None or progress_every < 0:
+            raise ValueError("progress_every must be 0 (no progress lines) or more")
+        self.progress_every = progress_every
 
 
 def classify(error, broken):
@@ -84,6 +117,49 @@ def classify(error, broken):
     if state.startswith("53"):                # out of memory, connections
         return "serialization"
     return None
+
+
+def refused_for_good(error):
+    """Whether a failed connect() says something that will not change
+    (a wrong database, role, password or connection string)."""
+    if getattr(error, "sqlstate", None) is not None:
+        return False
+    text = str(error).lower()
+    return any(m in text for m in _REFUSED_FOR_GOOD)
+
+
+def handler_fault(error):
+    """Whether the handler's error is its own code's, not the row's: a
+    PermanentError it raised, or class 42 (a column, table or function
+    that does not exist, a privilege, a syntax error) or 3F000 (no such
+    schema).  Parking every row would not help: the worker stops."""
+    if isinstance(error, PermanentError):
+        return True
+    state = getattr(error, "sqlstate", None) or ""
+    return state.startswith("42") or state == "3F000"
+
+
+def describe(error):
+    """One line for a log or an exception: SQLSTATE, message, hint."""
+    state = getattr(error, "sqlstate", None)
+    diag = getattr(error, "diag", None)
+    primary = getattr(diag, "message_primary", None) if state else None
+    text = " ".join((primary or str(error)).split())
+    hint = getattr(diag, "message_hint", None) if state else None
+    if hint and hint not in text:
+        text += f" (hint: {hint})"
+    return f"{text} [{state}]" if state else text
+
+
+def slot_list(slots):
+    """[0, 1, 2, 5] -> "0-2, 5"."""
+    out = []
+    for s in sorted(slots):
+        if out and out[-1][1] == s - 1:
+            out[-1][1] = s
+        else:
+            out.append([s, s])
+    return ", ".join(str(a) if a == b else f"{a}-{b}" for a, b in out) or "none"
 
 
 def reason_of(error):
@@ -131,6 +207,15 @@ class Statements:
     ADVANCE = "SELECT stream_seq.advance(%s, %s, %s)"
     PARK = "SELECT stream_seq.park(%s, %s, %s, %s)"
     WAIT = "SELECT stream_seq.wait(%s, %s, %s)"
+    # who holds the group's slots (leases still running), after a claim
+    # that changed what this worker holds or left it short of its share;
+    # the view computes no backlog for these columns
+    HOLDERS = ("SELECT worker, count(*), max(lease_until),"
+               "       (SELECT sum(1) FROM stream_seq.consumer_slots"
+               "         WHERE stream = %s::regclass AND consumer = %s)"
+               "  FROM stream_seq.consumer_slots"
+               " WHERE stream = %s::regclass AND consumer = %s AND lease_until IS NOT NULL"
+               " GROUP BY worker ORDER BY worker")
 
     def __init__(self, table, seq_column):
         t = sql.SQL(table)              # format('%I.%I'): quoted already

@@ -15,7 +15,7 @@ import psycopg
 from psycopg import sql
 from psycopg.rows import dict_row
 
-from ._common import Statements, classify, log, reason_of
+from ._common import PermanentError, Statements, classify, describe, log, reason_of
 from .sync import _LEASE_LOST, _Worker
 
 
@@ -25,13 +25,16 @@ class _AsyncWorker(_Worker):
     async def run(self, until_idle=False):
         """As GroupWorker.run(); SIGTERM and SIGINT are taken through the
         running loop (add_signal_handler) when in the main thread."""
-        self._stopping = False
+        self._begin_run()
         restore = self._install_signals()
         delay = 0.05
+        attempts = 0
         try:
             while not self._stopping:
+                self._progress()
                 try:
                     if self._conn is None:
+                        attempts += 1
                         await self._connect()
                     if await self._round():
                         delay = 0.05
@@ -41,14 +44,16 @@ class _AsyncWorker(_Worker):
                     await self._wait()
                     delay = 0.05
                 except psycopg.Error as e:
-                    broken = self._conn is None or self._conn.broken
-                    if classify(e, broken) != "connection" or (
-                            self._conn is None and not isinstance(e, psycopg.OperationalError)):
-                        raise
-                    await self._lost(e)
+                    what = self._transient(e, attempts)
+                    self._retry_log(what, e, delay)
+                    if what == "connection" and self._conn is not None:
+                        await self._lost(e)
                     if not self._stopping:
                         await asyncio.sleep(delay)
                     delay = min(delay * 2, self.settings.reconnect_max_delay)
+        except PermanentError as e:
+            log.error("%s: stopping: %s", self.name, e)
+            raise
         finally:
             await self._finish()
             restore()
@@ -77,14 +82,23 @@ class _AsyncWorker(_Worker):
         cur = await self._conn.execute(Statements.CLAIM, (
             self.stream, self.consumer, self.name, self.settings.lease))
         self.slots = [tuple(r) for r in await cur.fetchall()]
+        self._claimed = True
         self._renew_at = time.monotonic() + self.settings.renew_every
         self.stats["claims"] += 1
-        self._hook("claimed", [s for s, _ in self.slots])
+        held = [s for s, _ in self.slots]
+        if held != self._held or self._holders_note is not None:
+            cur = await self._conn.execute(Statements.HOLDERS, (
+                self.stream, self.consumer, self.stream, self.consumer))
+            self._note_claim(held, await cur.fetchall())
+        self._behind = {s: b for s, b in self._behind.items() if s in held}
+        self._hook("claimed", held)
 
     async def _page(self, slot, token):
         conn = self._conn
+        tries = 0
         while True:
             t0 = time.monotonic()
+            self._parked_now = []
             try:
                 async with conn.transaction():
                     async with conn.cursor(row_factory=dict_row) as cur:
@@ -96,10 +110,12 @@ class _AsyncWorker(_Worker):
                                 self.consumer, self.settings.page_size))
                         page = await cur.fetchall()
                     if not page:
+                        self._behind[slot] = 0
                         return 0
                     seq = self._sql.seq_column
                     parked = await self._apply([(r[seq], r) for r in page])
                     last = page[-1][seq]
+                    self._note_page(slot, len(page), last)
                     if self.group:
                         await conn.execute(Statements.ADVANCE_SLOT, (
                             self.stream, self.consumer, slot, token, last))
@@ -111,10 +127,15 @@ class _AsyncWorker(_Worker):
                     raise
                 self.stats["retries"] += 1
                 self._hook("retried", what, e)
-                log.info("%s: page of slot %s again: %s", self.name, slot, e.sqlstate)
+                log.warning("%s: page of slot %s rolled back (%s), %s: %s", self.name, slot,
+                            what, "claims again" if what == "lease lost" and self.group
+                            else "reads it again", describe(e))
                 if what == "lease lost" and self.group:
                     return _LEASE_LOST
+                tries += 1
+                await asyncio.sleep(self._backoff(tries))
                 continue
+            self._log_parked()
             self.stats["pages"] += 1
             self.stats["rows"] += len(page)
             self._hook("page", slot, len(page), parked, time.monotonic() - t0)
@@ -122,8 +143,10 @@ class _AsyncWorker(_Worker):
 
     async def _due(self):
         conn = self._conn
+        tries = 0
         while True:
             t0 = time.monotonic()
+            self._parked_now = []
             try:
                 async with conn.transaction():
                     async with conn.cursor(row_factory=dict_row) as cur:
@@ -147,7 +170,10 @@ class _AsyncWorker(_Worker):
                     raise
                 self.stats["retries"] += 1
                 self._hook("retried", "serialization", e)
+                tries += 1
+                await asyncio.sleep(self._backoff(tries))
                 continue
+            self._log_parked()
             self.stats["due"] += len(got)
             self._hook("page", "due", len(got), parked, time.monotonic() - t0)
             return len(got)
@@ -165,6 +191,7 @@ class _AsyncWorker(_Worker):
                 return 0
             except Exception as e:
                 self._reraise_transient(e)
+                self._stop_on_fault(e)
         parked = 0
         for one in rows:
             try:
@@ -173,6 +200,7 @@ class _AsyncWorker(_Worker):
                         await self._handle(cur, [one])
             except Exception as e:
                 self._reraise_transient(e)
+                self._stop_on_fault(e, one[0])
                 await self._park(one[0], reason_of(e))
                 parked += 1
                 self._hook("parked", one[0], e)
@@ -188,7 +216,7 @@ class _AsyncWorker(_Worker):
     async def _park(self, seq, reason):
         await self._conn.execute(Statements.PARK, (self.stream, self.consumer, seq, reason))
         self.stats["parked"] += 1
-        log.warning("%s: row %s parked: %s", self.name, seq, reason)
+        self._parked_now.append((seq, reason))
 
     async def _wait(self):
         t0 = time.monotonic()
@@ -209,15 +237,17 @@ class _AsyncWorker(_Worker):
     async def _connect(self):
         self._conn = await psycopg.AsyncConnection.connect(
             self.conninfo, autocommit=True, prepare_threshold=None, **self.connect_kwargs)
+        if not self._connected:
+            self._connected = True
+            self._note_started()
         if self._sql is None:
             cur = await self._conn.execute(Statements.INFO.format(sql.Literal(self.stream)))
             r = await cur.fetchone()
             if r is None:
-                raise ValueError(f'"{self.stream}" is not a stream table this role may read')
+                raise PermanentError(f'"{self.stream}" is not a stream table this role may read')
             self._sql = Statements(*r)
 
     async def _lost(self, e):
-        log.warning("%s: connection lost: %s", self.name, str(e).strip())
         self.stats["reconnects"] += 1
         self._hook("retried", "connection", e)
         await self._close()
@@ -233,7 +263,7 @@ class _AsyncWorker(_Worker):
 
     async def _finish(self):
         released = False
-        if self.group:
+        if self.group and self._claimed:
             for _ in range(3):
                 try:
                     if self._conn is None or self._conn.broken:
@@ -246,9 +276,12 @@ class _AsyncWorker(_Worker):
                 except psycopg.errors.QueryCanceled:
                     continue
                 except Exception as e:
-                    log.warning("%s: could not release: %s", self.name, e)
+                    log.warning("%s: could not release its slots: %s", self.name, describe(e))
                     break
         self.slots = []
+        log.info("%s: stopped%s (%d rows handled, %d parked)", self.name,
+                 ", slots released" if released else "", self.stats["rows"] + self.stats["due"],
+                 self.stats["parked"])
         self._hook("stopped", released)
         await self._close()
 

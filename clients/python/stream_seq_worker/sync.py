@@ -17,8 +17,9 @@ import psycopg
 from psycopg import sql
 from psycopg.rows import dict_row
 
-from ._common import (Hooks, Rows, Settings, Statements, check_handlers,
-                      classify, log, reason_of)
+from ._common import (Hooks, PermanentError, Rows, Settings, Statements,
+                      check_handlers, classify, describe, handler_fault, log,
+                      reason_of, refused_for_good, slot_list)
 
 _LEASE_LOST = object()          # a page's result: claim again
 
@@ -54,6 +55,18 @@ class _Worker:
         self._waiting = False
         self._renew_at = 0.0
         self._due_at = 0.0
+        self._claimed = False           # a claim ran in this run(): release
+        self._connected = False         # a connection ever succeeded
+        self._held = None               # the slot numbers of the last claim
+        self._holders_note = None       # the last lease wait logged
+        self._behind = {}               # slot -> numbers behind, last page
+        self._progress_at = 0.0
+        self._progress_base = (0, 0)
+        self._parked_now = []           # (seq, reason) parked, not yet committed
+
+    def _what(self):
+        kind = "group" if self.group else "consumer"
+        return f'{kind} "{self.consumer}" of {self.stream}'
 
     # -- the public surface -------------------------------------------------
 
@@ -61,15 +74,20 @@ class _Worker:
         """Work until stop() (or SIGTERM/SIGINT, when run from the main
         thread with handle_signals), or, with until_idle, until a round
         finds nothing to do.  The page in progress is finished first; the
-        slots are released on the way out.  Errors that retrying cannot
-        cure (a missing consumer, a privilege) are raised."""
-        self._stopping = False
+        slots are released on the way out.  Transient errors (a lost
+        connection, an administrator's shutdown, SS001, class 40 and 53)
+        are logged and tried again with backoff; errors that trying again
+        cannot cure raise PermanentError."""
+        self._begin_run()
         restore = self._install_signals()
         delay = 0.05
+        attempts = 0
         try:
             while not self._stopping:
+                self._progress()
                 try:
                     if self._conn is None:
+                        attempts += 1
                         self._connect()
                     if self._round():
                         delay = 0.05
@@ -79,14 +97,16 @@ class _Worker:
                     self._wait()
                     delay = 0.05
                 except psycopg.Error as e:
-                    broken = self._conn is None or self._conn.broken
-                    if classify(e, broken) != "connection" or (
-                            self._conn is None and not isinstance(e, psycopg.OperationalError)):
-                        raise
-                    self._lost(e)
+                    what = self._transient(e, attempts)
+                    self._retry_log(what, e, delay)
+                    if what == "connection" and self._conn is not None:
+                        self._lost(e)
                     if not self._stopping:
                         time.sleep(delay)
                     delay = min(delay * 2, self.settings.reconnect_max_delay)
+        except PermanentError as e:
+            log.error("%s: stopping: %s", self.name, e)
+            raise
         finally:
             self._finish()
             restore()
@@ -102,6 +122,110 @@ class _Worker:
                 conn.cancel()
             except Exception:           # the connection is going anyway
                 pass
+
+    # -- what the loop says, and decides about an error (no I/O) -----------
+
+    def _begin_run(self):
+        self._stopping = False
+        self._claimed = False
+        self._held = None
+        self._holders_note = None
+        self._behind = {}
+        self._progress_at = time.monotonic() + self.settings.progress_every
+        self._progress_base = (self.stats["rows"] + self.stats["due"], self.stats["parked"])
+
+    def _transient(self, e, attempts):
+        """Raise PermanentError for an error that trying again cannot cure;
+        for one the loop tries again (after a backoff), return what it is:
+        "connection", "lease lost" or "serialization"."""
+        if self._conn is None:              # connect() failed
+            if isinstance(e, psycopg.OperationalError) and not refused_for_good(e):
+                limit = self.settings.connect_attempts
+                if self._connected or limit is None or attempts < limit:
+                    return "connection"
+                raise PermanentError(
+                    f"could not connect in {attempts} attempts: {describe(e)}",
+                    e.sqlstate) from e
+            raise PermanentError(f"could not connect: {describe(e)}", e.sqlstate) from e
+        what = classify(e, self._conn.broken)
+        if what is None:
+            raise PermanentError(f"{self._what()}: {describe(e)}", e.sqlstate) from e
+        if what == "lease lost":
+            self.slots = []                 # claim again
+        return what
+
+    def _retry_log(self, what, e, delay):
+        if self._conn is None:
+            what = "could not connect"
+        elif what == "connection":
+            what = "connection lost"
+        log.warning("%s: %s, trying again in %.2g s: %s", self.name, what, delay, describe(e))
+
+    def _note_started(self):
+        if not self.group:
+            log.info("%s: started: %s", self.name, self._what())
+
+    def _note_claim(self, slots, holders):
+        """After a claim: the start line, a change of the slots held, and
+        the slots it waits for (held by other workers whose lease has not
+        ended: a worker that is gone keeps them until then)."""
+        total = holders[0][3] if holders else len(slots)
+        held = f"slots {slot_list(slots)} of {total or 0}" if slots else f"none of its {total or 0} slots"
+        if self._held is None:
+            log.info("%s: started: %s, holds %s (lease %g s)", self.name,
+                     self._what(), held, self.settings.lease.total_seconds())
+        elif slots != self._held:
+            log.info("%s: now holds %s", self.name, held)
+        self._held = slots
+        others = [(w, n, until) for w, n, until, _ in holders if w != self.name]
+        share = (total or 0) // (len(others) + 1)
+        note = None
+        if len(slots) < share and others:
+            note = tuple(others)
+            if note != self._holders_note:
+                log.info("%s: holds %d of %d slots, its share is %d: waiting for %s",
+                         self.name, len(slots), total, share,
+                         "; ".join(f'{n} held by "{w}" until its lease ends at {until:%Y-%m-%d %H:%M:%S %Z}'
+                                   for w, n, until in others))
+        elif self._holders_note is not None:
+            log.info("%s: no longer waits for slots of other workers", self.name)
+        self._holders_note = note
+
+    def _progress(self):
+        every = self.settings.progress_every
+        now = time.monotonic()
+        if every <= 0 or now < self._progress_at or self._conn is None:
+            return
+        rows = self.stats["rows"] + self.stats["due"]
+        parked = self.stats["parked"]
+        r0, p0 = self._progress_base
+        self._progress_base = (rows, parked)
+        behind = max(self._behind.values(), default=0)
+        took = now - self._progress_at + every
+        log.info("%s: %d rows handled, %d parked in the last %s s (%d, %d since start); %s",
+                 self.name, rows - r0, parked - p0,
+                 f"{took:.0f}" if took >= 1 else f"{took:.2g}", rows, parked,
+                 f"behind by {behind} numbers" if behind > 0 else "caught up")
+        self._progress_at = now + every
+
+    def _log_parked(self):
+        """The rows the page's transaction parked, once it committed (a
+        page rolled back and run again parks them again)."""
+        for seq, reason in self._parked_now:
+            log.warning("%s: row %s parked: %s", self.name, seq, reason)
+        self._parked_now = []
+
+    def _backoff(self, tries):
+        """The pause before a page's transaction runs again after a
+        serialization failure (or a plain consumer's SS001): 10 ms, doubling,
+        at most reconnect_max_delay."""
+        return min(0.01 * 2 ** (tries - 1), self.settings.reconnect_max_delay)
+
+    def _note_page(self, slot, n, last):
+        """Numbers behind the horizon seen at the start of the round, for
+        the progress line: 0 if the page was not full (the slot is read to
+        the end), else from its last row."""
+        self._behind[slot] = self._seen - last if n >= self.settings.page_size else 0
 
     # -- one round ----------------------------------------------------------
 
@@ -135,17 +259,25 @@ class _Worker:
         self.slots = [tuple(r) for r in self._conn.execute(
             Statements.CLAIM, (self.stream, self.consumer, self.name,
                                self.settings.lease)).fetchall()]
+        self._claimed = True
         self._renew_at = time.monotonic() + self.settings.renew_every
         self.stats["claims"] += 1
-        self._hook("claimed", [s for s, _ in self.slots])
+        held = [s for s, _ in self.slots]
+        if held != self._held or self._holders_note is not None:
+            self._note_claim(held, self._conn.execute(Statements.HOLDERS, (
+                self.stream, self.consumer, self.stream, self.consumer)).fetchall())
+        self._behind = {s: b for s, b in self._behind.items() if s in held}
+        self._hook("claimed", held)
 
     def _page(self, slot, token):
         """Read one page of the slot (or of the plain consumer), hand it to
         the handler and advance past it, in one transaction; run again on a
         serialization failure.  Returns the rows handled, or _LEASE_LOST."""
         conn = self._conn
+        tries = 0
         while True:
             t0 = time.monotonic()
+            self._parked_now = []
             try:
                 with conn.transaction():
                     with conn.cursor(row_factory=dict_row) as cur:
@@ -157,10 +289,12 @@ class _Worker:
                                 self.consumer, self.settings.page_size))
                         page = cur.fetchall()
                     if not page:
+                        self._behind[slot] = 0
                         return 0
                     seq = self._sql.seq_column
                     parked = self._apply([(r[seq], r) for r in page])
                     last = page[-1][seq]
+                    self._note_page(slot, len(page), last)
                     if self.group:
                         conn.execute(Statements.ADVANCE_SLOT, (
                             self.stream, self.consumer, slot, token, last))
@@ -172,10 +306,15 @@ class _Worker:
                     raise
                 self.stats["retries"] += 1
                 self._hook("retried", what, e)
-                log.info("%s: page of slot %s again: %s", self.name, slot, e.sqlstate)
+                log.warning("%s: page of slot %s rolled back (%s), %s: %s", self.name, slot,
+                            what, "claims again" if what == "lease lost" and self.group
+                            else "reads it again", describe(e))
                 if what == "lease lost" and self.group:
                     return _LEASE_LOST
+                tries += 1
+                time.sleep(self._backoff(tries))
                 continue                # a plain consumer moved: read again
+            self._log_parked()
             self.stats["pages"] += 1
             self.stats["rows"] += len(page)
             self._hook("page", slot, len(page), parked, time.monotonic() - t0)
@@ -187,8 +326,10 @@ class _Worker:
         afterwards would lose the retry); a row that fails again is parked
         again, one more attempt.  Returns how many were handed back."""
         conn = self._conn
+        tries = 0
         while True:
             t0 = time.monotonic()
+            self._parked_now = []
             try:
                 with conn.transaction():
                     with conn.cursor(row_factory=dict_row) as cur:
@@ -212,7 +353,10 @@ class _Worker:
                     raise
                 self.stats["retries"] += 1
                 self._hook("retried", "serialization", e)
+                tries += 1
+                time.sleep(self._backoff(tries))
                 continue
+            self._log_parked()
             self.stats["due"] += len(got)
             self._hook("page", "due", len(got), parked, time.monotonic() - t0)
             return len(got)
@@ -237,6 +381,7 @@ class _Worker:
                 return 0
             except Exception as e:
                 self._reraise_transient(e)
+                self._stop_on_fault(e)
         parked = 0
         for one in rows:
             try:
@@ -244,6 +389,7 @@ class _Worker:
                     self._handle(cur, [one])
             except Exception as e:
                 self._reraise_transient(e)
+                self._stop_on_fault(e, one[0])
                 self._park(one[0], reason_of(e))
                 parked += 1
                 self._hook("parked", one[0], e)
@@ -260,12 +406,25 @@ class _Worker:
         if isinstance(e, psycopg.Error) and classify(e, self._conn.broken):
             raise e
 
+    def _stop_on_fault(self, e, seq=None):
+        """The handler's own code failed (class 42, or it raised
+        PermanentError): every row would fail the same way, so nothing is
+        parked; the page's transaction rolls back and the worker stops."""
+        if not handler_fault(e):
+            return
+        at = f" at row {seq}" if seq is not None else ""
+        if isinstance(e, PermanentError):
+            raise e
+        raise PermanentError(f"the handler's SQL failed{at} (an error of the handler, "
+                             f"not of the row: nothing parked): {describe(e)}",
+                             getattr(e, "sqlstate", None)) from e
+
     def _park(self, seq, reason):
         """Set a row aside in the page's transaction: the consumer's retry
         policy decides when due() hands it back, and when it is dead."""
         self._conn.execute(Statements.PARK, (self.stream, self.consumer, seq, reason))
         self.stats["parked"] += 1
-        log.warning("%s: row %s parked: %s", self.name, seq, reason)
+        self._parked_now.append((seq, reason))
 
     # -- waiting, connecting, stopping -------------------------------------
 
@@ -293,10 +452,13 @@ class _Worker:
         transaction mode."""
         self._conn = psycopg.connect(self.conninfo, autocommit=True,
                                      prepare_threshold=None, **self.connect_kwargs)
+        if not self._connected:
+            self._connected = True
+            self._note_started()
         if self._sql is None:
             r = self._conn.execute(Statements.INFO.format(sql.Literal(self.stream))).fetchone()
             if r is None:
-                raise ValueError(f'"{self.stream}" is not a stream table this role may read')
+                raise PermanentError(f'"{self.stream}" is not a stream table this role may read')
             self._sql = Statements(*r)
 
     def _lost(self, e):
@@ -304,7 +466,6 @@ class _Worker:
         claims again (the lease, if still running, is renewed; a page whose
         COMMIT got no answer either committed, and its slot has moved, or
         did not, and is read again)."""
-        log.warning("%s: connection lost: %s", self.name, str(e).strip())
         self.stats["reconnects"] += 1
         self._hook("retried", "connection", e)
         self._close()
@@ -323,7 +484,7 @@ class _Worker:
         other workers take them over at their next claim instead of after
         the lease; then close."""
         released = False
-        if self.group:
+        if self.group and self._claimed:
             for _ in range(3):      # a stray cancel of stop() may hit it
                 try:
                     if self._conn is None or self._conn.broken:
@@ -335,9 +496,12 @@ class _Worker:
                 except psycopg.errors.QueryCanceled:
                     continue
                 except Exception as e:
-                    log.warning("%s: could not release: %s", self.name, e)
+                    log.warning("%s: could not release its slots: %s", self.name, describe(e))
                     break
         self.slots = []
+        log.info("%s: stopped%s (%d rows handled, %d parked)", self.name,
+                 ", slots released" if released else "", self.stats["rows"] + self.stats["due"],
+                 self.stats["parked"])
         self._hook("stopped", released)
         self._close()
 
@@ -371,7 +535,12 @@ class GroupWorker(_Worker):
 
     Settings (seconds): page_size 100, lease 30, renew_every lease/3,
     wait_timeout 5 (at most renew_every), due_every 1, due_size 100,
-    reconnect_max_delay 2."""
+    reconnect_max_delay 2, connect_attempts 10 (before the first
+    connection; None: no limit), progress_every 30 (0: no progress lines).
+
+    It logs to logger "stream_seq_worker" (start, slots, lease waits,
+    progress, parked rows, retries, stop); run() raises PermanentError on
+    an error that trying again cannot cure."""
 
     group = True
 

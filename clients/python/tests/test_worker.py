@@ -14,15 +14,18 @@ import dataclasses
 import decimal
 import itertools
 import os
+import re
 import threading
 import time
 import unittest
 
 import psycopg
+from psycopg.conninfo import conninfo_to_dict, make_conninfo
 
 from stream_seq_worker import (AsyncConsumerWorker, AsyncGroupWorker,
                                ConsumerWorker, GroupWorker, Hooks,
-                               last_numbers, wait_visible)
+                               PermanentError, last_numbers, wait_visible)
+from stream_seq_worker.lag import describe_lag
 
 DSN = os.environ["STREAM_SEQ_TEST_DSN"]
 DIRECT = os.environ.get("STREAM_SEQ_TEST_DIRECT_DSN", DSN)
@@ -93,6 +96,11 @@ SELECT (SELECT count(*) FROM {name} e
     test.assertEqual(parked, poison, "the poison rows were parked")
     test.assertEqual(applied, total - poison)
     test.assertEqual(back, 0, "per-key order")
+
+
+def parked_count(name):
+    return sql("SELECT count(*) FROM stream_seq.parked_rows WHERE stream = %s::regclass",
+               (name,))[0][0]
 
 
 def held(name):
@@ -208,8 +216,11 @@ class Sync(Case):
                 cur.execute("SELECT pg_terminate_backend(pg_backend_pid())")
             apply(cur, row)
         w = GroupWorker(DSN, name, "c", "w", handle_row=handle)
-        w.run(until_idle=True)
+        with self.assertLogs("stream_seq_worker", "WARNING") as logs:
+            w.run(until_idle=True)
         self.assertEqual(w.stats["reconnects"], 1)
+        self.assertRegex("\n".join(logs.output),
+                         r"WARNING:stream_seq_worker:w: connection lost, trying again in 0\.05 s: ")
         oracle(self, name)
 
     def test_lost_lease_is_claimed_again(self):
@@ -259,6 +270,106 @@ class Sync(Case):
         self.assertLess(time.time() - t0, 10, "the wait was cancelled, not waited out")
         self.assertEqual(held(name), 0)
 
+    def test_logs_what_it_does(self):
+        # start (the slots it holds), each parked row with its reason,
+        # progress lines, and the stop with its slots released
+        name = stream((30, (4,)), group_slots=2)
+        with self.assertLogs("stream_seq_worker", "INFO") as logs:
+            w = GroupWorker(DSN, name, "c", "w1", handle_row=applier(name),
+                            page_size=10, progress_every=0.001)
+            w.run(until_idle=True)
+        text = "\n".join(logs.output)
+        self.assertRegex(text, rf'INFO:stream_seq_worker:w1: started: group "c" of {name}, '
+                         r'holds slots 0-1 of 2 \(lease 30 s\)')
+        self.assertRegex(text, r"WARNING:stream_seq_worker:w1: row 4 parked: 23514: ")
+        self.assertRegex(text, r"INFO:stream_seq_worker:w1: \d+ rows handled, \d+ parked in the "
+                         r"last [\d.e-]+ s \(\d+, \d+ since start\); (caught up|behind by \d+ numbers)")
+        self.assertRegex(text, r"INFO:stream_seq_worker:w1: stopped, slots released "
+                         r"\(30 rows handled, 1 parked\)$")
+        self.assertEqual(held(name), 0)
+        # progress_every=0: no progress line
+        insert(name, range(31, 41))
+        with self.assertLogs("stream_seq_worker", "INFO") as logs:
+            GroupWorker(DSN, name, "c", "w1", handle_row=applier(name),
+                        progress_every=0).run(until_idle=True)
+        self.assertNotIn("parked in the last", "\n".join(logs.output))
+
+    def test_lease_wait_is_named(self):
+        # a worker that is gone (it claimed, with a lease of a minute, and
+        # never released) holds every slot: a new worker names it and when
+        # its lease ends, and takes nothing meanwhile
+        name = stream(5, group_slots=4)
+        sql("SELECT stream_seq.claim(%s, 'c', 'gone', '60 s')", (name,))
+        until = sql("SELECT max(lease_until) FROM stream_seq.consumer_slots "
+                    "WHERE stream = %s::regclass AND consumer = 'c'", (name,))[0][0]
+        with self.assertLogs("stream_seq_worker", "INFO") as logs:
+            w = GroupWorker(DSN, name, "c", "new", handle_row=applier(name))
+            w.run(until_idle=True)
+        text = "\n".join(logs.output)
+        self.assertIn('new: started: group "c" of %s, holds none of its 4 slots' % name, text)
+        self.assertIn('new: holds 0 of 4 slots, its share is 2: waiting for 4 held by "gone" '
+                      'until its lease ends at %s' % until.strftime("%Y-%m-%d %H:%M:%S"), text)
+        self.assertEqual(w.stats["rows"], 0)
+        self.assertEqual(held(name), 4, "the gone worker's slots stay its own")
+        # its lease released: the next run takes them and says so
+        sql("SELECT stream_seq.release(%s, 'c', 'gone')", (name,))
+        with self.assertLogs("stream_seq_worker", "INFO") as logs:
+            w.run(until_idle=True)
+        self.assertIn("new: started: group", "\n".join(logs.output))
+        self.assertEqual(w.stats["rows"], 5)
+
+    def test_handler_sql_fault_stops_the_worker(self):
+        # the handler's SQL names a column that does not exist: every row
+        # would fail, so nothing is parked; run() raises, the slots are
+        # released and the positions have not moved
+        name = stream(5, group_slots=2)
+
+        def bad(cur, row):
+            cur.execute(f"INSERT INTO {name}_applied (seq, nope) VALUES (%s, 1)", (row["seq"],))
+        with self.assertLogs("stream_seq_worker", "INFO") as logs, \
+                self.assertRaises(PermanentError) as cm:
+            GroupWorker(DSN, name, "c", "w", handle_row=bad).run()
+        self.assertEqual(cm.exception.sqlstate, "42703")
+        self.assertIn('column "nope"', str(cm.exception))
+        self.assertIn("nothing parked", str(cm.exception))
+        self.assertRegex("\n".join(logs.output), r"ERROR:stream_seq_worker:w: stopping: ")
+        self.assertEqual(parked_count(name), 0)
+        self.assertEqual(held(name), 0)
+        self.assertEqual(sql("SELECT max(position) FROM stream_seq.consumer_slots "
+                             "WHERE stream = %s::regclass", (name,))[0][0], 0)
+        # a handler may stop the worker itself
+        def stop_here(cur, row):
+            raise PermanentError("no more")
+        with self.assertRaises(PermanentError):
+            GroupWorker(DSN, name, "c", "w", handle_row=stop_here).run()
+        self.assertEqual(parked_count(name), 0)
+
+    def test_permanent_errors_stop_run(self):
+        name = stream(3, group_slots=2)
+        sql(f"SELECT stream_seq.create_consumer('{name}', 'plain')")
+        for worker, state in ((GroupWorker(DSN, name, "nope", "w", handle_row=print), "42704"),
+                              (ConsumerWorker(DSN, name, "c", handle_row=print), "55000"),
+                              (GroupWorker(DSN, name, "plain", "w", handle_row=print), "55000")):
+            with self.assertRaises(PermanentError) as cm:
+                worker.run()
+            self.assertEqual(cm.exception.sqlstate, state, str(cm.exception))
+        # a login the server refuses: at once, without retrying
+        nodb = make_conninfo(DIRECT, dbname="stream_seq_no_such_db")
+        t0 = time.monotonic()
+        with self.assertRaises(PermanentError) as cm:
+            GroupWorker(nodb, name, "c", "w", handle_row=print).run()
+        self.assertIn('database "stream_seq_no_such_db" does not exist', str(cm.exception))
+        self.assertIsNone(cm.exception.sqlstate)
+        self.assertLess(time.monotonic() - t0, 5, "not retried")
+        # no server there: connect_attempts tries, then it gives up
+        d = conninfo_to_dict(DIRECT)
+        noserver = make_conninfo(DIRECT, port=str(int(d.get("port") or 5432) + 7))
+        with self.assertLogs("stream_seq_worker", "WARNING") as logs, \
+                self.assertRaises(PermanentError) as cm:
+            GroupWorker(noserver, name, "c", "w", handle_row=print, connect_attempts=3).run()
+        self.assertIn("could not connect in 3 attempts", str(cm.exception))
+        self.assertEqual(len(re.findall("could not connect, trying again", "\n".join(logs.output))), 2)
+
     def test_producer_helpers(self):
         name = stream(0)
         with psycopg.connect(DIRECT, autocommit=True) as c:
@@ -267,6 +378,43 @@ class Sync(Case):
             first, last = last_numbers(c, name)
             self.assertEqual((first, last), (1, 2))
             self.assertTrue(wait_visible(c, name, last, timeout=5))
+
+
+class Lag(Case):
+
+    def test_describe_lag(self):
+        # a known backlog: 7 rows not read by the group, 2 of them in a
+        # transaction rolled back (numbers taken, no rows)
+        name = stream(10, group_slots=2)
+        GroupWorker(DSN, name, "c", "w", handle_row=applier(name)).run(until_idle=True)
+        insert(name, range(11, 16))
+        try:
+            with psycopg.connect(DIRECT) as c:
+                c.execute(f"INSERT INTO {name} (k) VALUES (1), (2)")
+                c.rollback()
+        except psycopg.Error:
+            pass
+        insert(name, range(16, 18))
+        sql(f"SELECT stream_seq.create_consumer('{name}', 'plain')")
+        sql(f"SELECT stream_seq.park('{name}', 'plain', 3, 'refused')")
+        with psycopg.connect(DIRECT, autocommit=True) as c:
+            rows = describe_lag(c, stream=name)
+        group = [r for r in rows if r["consumer"] == "c"]
+        plain = [r for r in rows if r["consumer"] == "plain"]
+        self.assertEqual(len(group), 3, "the group and its 2 slots")
+        self.assertIsNone(group[0]["slot"])
+        self.assertEqual(group[0]["position"], min(r["position"] for r in group[1:]))
+        self.assertEqual(group[0]["backlog"], 7)
+        self.assertEqual(sum(r["backlog"] for r in group[1:]), 7)
+        self.assertEqual(group[0]["worker"], "0 workers")
+        self.assertEqual(plain[0]["position"], 0)
+        self.assertEqual(plain[0]["backlog"], 17)
+        self.assertEqual(plain[0]["parked"], 1)
+        self.assertEqual(plain[0]["lag"], plain[0]["horizon"] - 1)
+        self.assertEqual(plain[0]["horizon"], sql("SELECT stream_seq.horizon(%s)", (name,))[0][0])
+        with psycopg.connect(DIRECT, autocommit=True) as c:
+            self.assertEqual(describe_lag(c, stream=name, consumer="nope"), [])
+            self.assertEqual(len(describe_lag(c, stream=name, slots=False)), 2)
 
 
 class Async(Case):
@@ -321,8 +469,31 @@ class Async(Case):
             ConsumerWorker(DSN, "x", "c", handle_row=print, row_type=list)
         with self.assertRaises(ValueError):
             ConsumerWorker(DSN, "x", "c", handle_row=print, lease=0)
-        with self.assertRaises(psycopg.errors.UndefinedTable):
+        with self.assertRaises(ValueError):
+            ConsumerWorker(DSN, "x", "c", handle_row=print, connect_attempts=0)
+        with self.assertRaises(ValueError):
+            ConsumerWorker(DSN, "x", "c", handle_row=print, progress_every=-1)
+        with self.assertRaises(PermanentError) as cm:
             ConsumerWorker(DSN, "no_such_table", "c", handle_row=print).run()
+        self.assertEqual(cm.exception.sqlstate, "42P01")
+
+    def test_async_permanent_errors(self):
+        # the asyncio loop decides as the synchronous one: a missing
+        # consumer and a handler's own SQL error stop it, nothing parked
+        name = stream(6, group_slots=2)
+
+        async def bad(cur, row):
+            await cur.execute(f"INSERT INTO {name}_applied (seq, nope) VALUES (%s, 1)",
+                              (row["seq"],))
+
+        async def main():
+            for consumer, handler, state in (("nope", bad, "42704"), ("c", bad, "42703")):
+                with self.assertRaises(PermanentError) as cm:
+                    await AsyncGroupWorker(DSN, name, consumer, "w", handle_row=handler).run()
+                self.assertEqual(cm.exception.sqlstate, state)
+        asyncio.run(main())
+        self.assertEqual(parked_count(name), 0)
+        self.assertEqual(held(name), 0)
 
 
 if __name__ == "__main__":
