@@ -76,6 +76,10 @@ SELECT seq FROM stream_seq.parked_rows WHERE held ORDER BY seq;
 SELECT k, v, seq FROM stream_seq.read_slot_rows(NULL::ko, 'g', 0, :token);
 SELECT stream_seq.advance_slot('ko', 'g', 0, :token, 9);
 SELECT consumer, parked, dead_letters, held FROM stream_seq.consumers WHERE consumer = 'g';
+-- metrics() counts them apart: held rows are not failures, nor rows
+-- waiting for a replay by hand
+SELECT consumer, parked, dead_letters, held, retries_due, oldest_parked_seconds
+  FROM stream_seq.metrics('consumer') WHERE stream = 'ko'::regclass ORDER BY consumer;
 
 -- due(): the parked row first, alone: its held rows wait behind it
 BEGIN;

@@ -193,4 +193,29 @@ SELECT c.stream,
  WHERE pg_catalog.has_table_privilege(c.stream, 'SELECT');
 COMMENT ON VIEW stream_seq.consumers IS
   'consumers of the streams the caller may read, with their lag in numbers (a group: its slowest slot), retry policy, parked rows and dead letters, a pending resize, and per-key order with its held rows';
+
+-- metrics() counts held rows (held, its last column); parked counts
+-- neither held rows nor dead letters.
+DROP FUNCTION stream_seq.metrics(text, integer);
+CREATE FUNCTION stream_seq.metrics(only_kind text DEFAULT NULL,
+                                   backlog_cap integer DEFAULT 1000)
+  RETURNS TABLE (kind text, stream regclass, stream_name text,
+                 consumer text, slot integer,
+                 head bigint, horizon bigint, first bigint,
+                 waiting bigint, durable_lag bigint,
+                 committing integer, oldest_commit_seconds double precision,
+                 tracked integer, evicted bigint, assigned_xacts bigint,
+                 slots integer, "position" bigint, lag bigint,
+                 since_advance_seconds double precision,
+                 backlog_rows bigint, backlog_capped integer,
+                 parked bigint, dead_letters bigint, retries_due bigint,
+                 oldest_parked_seconds double precision,
+                 oldest_due_seconds double precision,
+                 resize_pending integer, leased integer, held bigint)
+  AS 'MODULE_PATHNAME', 'stream_seq_metrics'
+  LANGUAGE C VOLATILE;
+COMMENT ON FUNCTION stream_seq.metrics(text, integer) IS
+  'gauges and counters of every stream, consumer and slot, for monitoring (pg_monitor): numbers, counts, seconds, backlogs in rows counted up to backlog_cap';
+REVOKE ALL ON FUNCTION stream_seq.metrics(text, integer) FROM PUBLIC;
+GRANT EXECUTE ON FUNCTION stream_seq.metrics(text, integer) TO pg_monitor;
 -- end of per-key order through retries
