@@ -10,6 +10,8 @@
 #    parked if it fails, the group's due() rows taken every transaction
 #    (retry policy: 3 attempts, no delay).  0 %, 0.1 % and 1 % of the keys
 #    are poison: the first row of such a key fails twice, then succeeds.
+#    Keys are drawn at random (a fixed seed), about 5 rows a key by default,
+#    so that a slot's keys repeat within a page.
 #    Without per-key order the key's later rows go on; with it
 #    ('until_applied') they are held and handed back by due() in order.
 #    Rows per second until every row is applied, medians of ROUNDS.
@@ -17,7 +19,8 @@
 #    the same group, pages of 100 rows, one client, SECONDS per run, with
 #    and without per-key order (under it a page holds one row per key, so
 #    its pages are shorter when keys repeat); pages/s, rows per page and
-#    microseconds per row returned, medians of ROUNDS.
+#    microseconds per row returned, medians of ROUNDS.  The two groups
+#    alternate which goes first from round to round.
 #
 # A throwaway cluster (bench/lib.sh; the extension built and installed first
 # unless STREAM_SEQ_SKIP_BUILD is set).  Environment: PGBIN, KO_BENCH_PORT
@@ -51,8 +54,14 @@ SET client_min_messages = warning;
 CREATE EXTENSION stream_seq;
 CREATE TABLE ko_ev (id bigserial PRIMARY KEY, k int NOT NULL, first_of_key boolean NOT NULL);
 SELECT stream_seq.enable('ko_ev');
+-- keys at random (a fixed seed), so that a slot's keys repeat within a
+-- page as they do in life; first_of_key: the key's first row
+SELECT setseed(0.42);
 INSERT INTO ko_ev (k, first_of_key)
-  SELECT (g - 1) % $KEYS + 1, g <= $KEYS FROM generate_series(1, $ROWS) g;
+  SELECT k, row_number() OVER (PARTITION BY k ORDER BY g) = 1
+    FROM (SELECT g, 1 + floor(random() * $KEYS)::int AS k
+            FROM generate_series(1, $ROWS) g) x
+   ORDER BY g;
 VACUUM ANALYZE ko_ev;
 SELECT stream_seq.create_group('ko_ev', 'g_off', 'k', 4);
 SELECT stream_seq.create_group('ko_ev', 'g_on', 'k', 4);
@@ -122,7 +131,8 @@ RES=$WORK/results
 #
 for round in $(seq 1 "$ROUNDS"); do
 	for poison in 0 10 100; do
-		for grp in g_off g_on; do
+		# the two alternate which goes first from round to round
+		for grp in $( ((round % 2)) && echo g_off g_on || echo g_on g_off); do
 			psql_q -o /dev/null -c "TRUNCATE ko_applied" -c "UPDATE ko_mode SET poison = $poison" \
 				-c "DELETE FROM stream_seq.parked WHERE consumer = '$grp'" \
 				-c "SELECT stream_seq.reset('ko_ev', '$grp', 0)" \
@@ -147,7 +157,7 @@ echo "-- throughput with poison keys: done"
 #
 psql_q -o /dev/null -c "DELETE FROM stream_seq.parked WHERE consumer IN ('g_off', 'g_on')"
 for round in $(seq 1 "$ROUNDS"); do
-	for grp in g_off g_on; do
+	for grp in $( ((round % 2)) && echo g_off g_on || echo g_on g_off); do
 		psql_q -o /dev/null -c "SELECT stream_seq.reset('ko_ev', '$grp', 0)"
 		token=$(psql_q -At -c "SELECT token FROM stream_seq.claim('ko_ev', '$grp', 'bench', '1 hour') WHERE slot = 0")
 		echo "SELECT count(*) FROM stream_seq.read_slot('ko_ev', '$grp', 0, $token, 100);" >"$WORK/slot_$grp.sql"

@@ -44,6 +44,7 @@ SELECT token FROM stream_seq.claim('ko', 'g', 'w1', '1 minute') \gset
 -- its key in the same page)
 SELECT seq, "row"->>'k' AS k FROM stream_seq.read_slot('ko', 'g', 0, :token);
 SELECT seq, "row"->>'k' AS k FROM stream_seq.read_slot('ko', 'g', 0, :token, 2);
+SELECT k, v, seq FROM stream_seq.read_slot_rows(NULL::ko, 'g', 0, :token);
 
 -- a park rolled back to a savepoint holds nothing
 BEGIN;
@@ -173,6 +174,11 @@ SELECT seq, "row"->>'v' AS v, attempts FROM stream_seq.replay('ko', 'g');
 SELECT seq, "row"->>'v' AS v, attempts FROM stream_seq.replay('ko', 'g');
 SELECT seq, "row"->>'v' AS v, attempts FROM stream_seq.replay('ko', 'g');
 SELECT seq, "row"->>'v' AS v, attempts FROM stream_seq.replay('ko', 'g');
+
+-- rows whose key is NULL are not held and may repeat in a page
+INSERT INTO ko VALUES (NULL, 'n1'), (NULL, 'n2'), (6, 'd'), (6, 'e');
+SELECT seq, "row"->>'v' AS v FROM stream_seq.read_slot('ko', 'g', 0, :token);
+SELECT k, v, seq FROM stream_seq.read_slot_rows(NULL::ko, 'g', 0, :token);
 
 -- 'off': rows are read at once again
 SELECT stream_seq.set_key_order('ko', 'g', 'off');

@@ -570,8 +570,8 @@ stream_seq_slot_state(PG_FUNCTION_ARGS)
 	int			slots;
 	StreamRef  *ref;
 	TupleDesc	tupdesc;
-	Datum		values[5];
-	bool		nulls[5] = {false, false, false, false, false};
+	Datum		values[6];
+	bool		nulls[6] = {false, false, false, false, false, false};
 	Oid			argtypes[2] = {REGCLASSOID, TEXTOID};
 	Datum		args[2];
 	char	   *slot_expr;
@@ -594,7 +594,13 @@ stream_seq_slot_state(PG_FUNCTION_ARGS)
 	args[1] = CStringGetTextDatum(consumer);
 	if (get_call_result_type(fcinfo, NULL, &tupdesc) != TYPEFUNC_COMPOSITE)
 		elog(ERROR, "return type must be a row type");
-	/* since 0.8.0: whether the group keeps per-key order (parking.c) */
+	/*
+	 * Since 0.8.0, per-key order (parking.c): the key as an expression,
+	 * NULL if the group does not keep it; and whether a key of this slot
+	 * is held, which takes read_slot() to _key_order_page().  With none
+	 * held (one probe of the parked rows' key index), the page is one
+	 * query that stops before a key's second row.
+	 */
 	slot_expr = stream_catalog_text(tupdesc->natts > 4 ?
 									"SELECT slot_expr || (key_order IS NOT NULL)::pg_catalog.int4 "
 									"FROM stream_seq.consumer "
@@ -602,13 +608,40 @@ stream_seq_slot_state(PG_FUNCTION_ARGS)
 									"SELECT slot_expr FROM stream_seq.consumer "
 									"WHERE stream = $1 AND consumer = $2",
 									2, argtypes, args);
-	if (tupdesc->natts > 4)
+	if (tupdesc->natts > 5)
 	{
 		size_t		len = strlen(slot_expr);
+		bool		key_order = slot_expr[len - 1] == '1';
 
-		values[4] = BoolGetDatum(slot_expr[len - 1] == '1');
 		slot_expr[len - 1] = '\0';
-		nulls[4] = false;
+		nulls[4] = nulls[5] = !key_order;
+		if (key_order)
+		{
+			char	   *key_expr = stream_group_key_expr(slot_expr);
+			Oid			held_types[4] = {REGCLASSOID, TEXTOID, INT4OID, INT4OID};
+			Datum		held_args[4];
+
+			if (key_expr == NULL)
+				ereport(ERROR,
+						(errcode(ERRCODE_OBJECT_NOT_IN_PREREQUISITE_STATE),
+						 errmsg("could not read the key of group \"%s\"", consumer),
+						 errdetail("Its slot expression \"%s\" is not the one create_group() makes.",
+								   slot_expr)));
+			held_args[0] = args[0];
+			held_args[1] = args[1];
+			held_args[2] = Int32GetDatum(slots);
+			held_args[3] = Int32GetDatum(slot);
+			values[4] = CStringGetTextDatum(key_expr);
+			values[5] = BoolGetDatum(stream_catalog_exec("SELECT 1 FROM stream_seq.parked q "
+														 "JOIN stream_seq.consumer c "
+														 "  ON c.stream = q.stream AND c.consumer = q.consumer "
+														 "WHERE q.stream = $1 AND q.consumer = $2 "
+														 "AND q.key IS NOT NULL AND "
+														 STREAM_KEY_BLOCKS("q", "c.key_order = 'until_released'")
+														 " AND stream_seq.slot_of(q.key, $3) = $4 "
+														 "LIMIT 1",
+														 4, held_types, held_args, NULL, 0, NULL) > 0);
+		}
 	}
 	values[0] = Int64GetDatum(position);
 	values[1] = CStringGetTextDatum(slot_expr);
@@ -736,6 +769,7 @@ stream_seq_key_order_page(PG_FUNCTION_ARGS)
 	List	   *held_seqs = NIL;
 	List	   *held_keys = NIL;
 	bool		done = false;
+	int32		batch;
 	int64		after;
 	Oid			argtypes[5] = {REGCLASSOID, TEXTOID, BOOLOID, INT8OID, INT8OID};
 	Datum		args[5];
@@ -829,6 +863,7 @@ stream_seq_key_order_page(PG_FUNCTION_ARGS)
 	 */
 	new_position = position;
 	after = position;
+	batch = Min(max_rows, KEY_ORDER_BATCH);
 	save_nestlevel = NewGUCNestLevel();
 	(void) set_config_option("search_path", "pg_catalog, pg_temp",
 							 PGC_USERSET, PGC_S_SESSION,
@@ -849,7 +884,11 @@ stream_seq_key_order_page(PG_FUNCTION_ARGS)
 		walk_args[3] = Int64GetDatum(read_upto);
 		if (!have_upto)
 			walk_nulls[3] = 'n';
-		walk_args[4] = Int32GetDatum(KEY_ORDER_BATCH);
+		/*
+		 * With no key held, the page needs max_rows rows: read no more at
+		 * first; then (a run of held rows) bigger batches.
+		 */
+		walk_args[4] = Int32GetDatum(batch);
 		if (SPI_execute_with_args(psprintf("SELECT t.%s, (%s)::pg_catalog.text FROM %s t "
 										   "WHERE %s = $1 AND t.%s > $2 "
 										   "AND t.%s < stream_seq.horizon($3) "
@@ -892,8 +931,9 @@ stream_seq_key_order_page(PG_FUNCTION_ARGS)
 			if (++returned >= max_rows)
 				done = true;
 		}
-		if (n < KEY_ORDER_BATCH)
+		if (n < (uint64) batch)
 			done = true;
+		batch = KEY_ORDER_BATCH;
 	}
 	SPI_finish();
 	AtEOXact_GUC(false, save_nestlevel);
