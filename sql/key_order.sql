@@ -180,6 +180,17 @@ INSERT INTO ko VALUES (NULL, 'n1'), (NULL, 'n2'), (6, 'd'), (6, 'e');
 SELECT seq, "row"->>'v' AS v FROM stream_seq.read_slot('ko', 'g', 0, :token);
 SELECT k, v, seq FROM stream_seq.read_slot_rows(NULL::ko, 'g', 0, :token);
 
+-- the page's plans are kept for the session: a renamed table gets its own
+BEGIN;
+SELECT stream_seq.park('ko', 'g', 24, 'hold key 6');
+SELECT stream_seq.advance_slot('ko', 'g', 0, :token, 24);
+COMMIT;
+ALTER TABLE ko RENAME TO ko_renamed;
+SELECT seq, "row"->>'v' AS v FROM stream_seq.read_slot('ko_renamed', 'g', 0, :token);
+SELECT seq, held, waits_behind FROM stream_seq.parked_rows WHERE key = '6' ORDER BY seq;
+SELECT slot, position FROM stream_seq.consumer_slots WHERE consumer = 'g';
+ALTER TABLE ko_renamed RENAME TO ko;
+
 -- 'off': rows are read at once again
 SELECT stream_seq.set_key_order('ko', 'g', 'off');
 SELECT consumer, key_order FROM stream_seq.consumers WHERE consumer = 'g';

@@ -46,11 +46,11 @@ COMMENT ON FUNCTION stream_seq._key_order_page(regclass, text, integer, bigint, 
 DROP FUNCTION stream_seq._slot_state(regclass, text, integer, bigint);
 CREATE FUNCTION stream_seq._slot_state(stream regclass, consumer text, slot integer,
     token bigint, OUT "position" bigint, OUT slot_expr text, OUT seq_column name,
-    OUT read_upto bigint, OUT key_expr text, OUT key_held boolean)
+    OUT read_upto bigint, OUT key_order boolean)
   AS 'MODULE_PATHNAME', 'stream_seq_slot_state'
   LANGUAGE C VOLATILE;
 COMMENT ON FUNCTION stream_seq._slot_state(regclass, text, integer, bigint) IS
-  'internal: a slot''s position, the fence of a pending resize, and under per-key order the key and whether a key of the slot is held, for read_slot(); fails with SS001 if the token is not the slot''s';
+  'internal: a slot''s position, the fence of a pending resize, and whether the group keeps per-key order, for read_slot(); fails with SS001 if the token is not the slot''s';
 
 CREATE OR REPLACE FUNCTION stream_seq.read_slot(stream regclass, consumer text, slot integer,
                                                 token bigint, max_rows integer DEFAULT 100)
@@ -75,31 +75,11 @@ BEGIN
                 DETAIL = format('The stream now starts at %s.', first_kept),
                 HINT = 'The owner of the group can move the slot with stream_seq.reset().';
     END IF;
-    IF st.key_held THEN
-        -- a key of the slot is held: its rows are parked, the slot moved
-        -- past those before the page, and the page bounded
+    IF st.key_order THEN
         pg := stream_seq._key_order_page(stream, consumer, slot, token, st.position,
                                          st.read_upto, max_rows);
         st.position := pg.position;
         st.read_upto := pg.read_upto;
-    ELSIF st.key_expr IS NOT NULL THEN
-        -- per-key order, no key of the slot held: the page ends before a
-        -- key's second row
-        RETURN QUERY EXECUTE format(
-            'WITH page AS ('
-            '  SELECT t.%1$I AS s, (%4$s)::pg_catalog.text AS k, pg_catalog.to_jsonb(t) AS r '
-            '    FROM %2$s t '
-            '   WHERE %3$s = $1 AND t.%1$I > $2 AND t.%1$I < stream_seq.horizon($3) '
-            '     AND ($5 IS NULL OR t.%1$I <= $5) '
-            '   ORDER BY t.%1$I LIMIT $4), '
-            'm AS (SELECT s, k, r, pg_catalog.row_number() OVER (PARTITION BY k ORDER BY s) AS n FROM page) '
-            'SELECT s, r FROM m '
-            ' WHERE s < COALESCE((SELECT pg_catalog.min(s) FROM m WHERE n > 1 AND k IS NOT NULL), '
-            '                    9223372036854775807) '
-            ' ORDER BY s', st.seq_column,
-            stream_seq._page_source(stream, st.position), st.slot_expr, st.key_expr)
-          USING slot, st.position, stream, max_rows, st.read_upto;
-        RETURN;
     END IF;
     RETURN QUERY EXECUTE format(
         'SELECT t.%1$I, pg_catalog.to_jsonb(t) FROM %2$s t '
@@ -137,27 +117,11 @@ BEGIN
                 DETAIL = format('The stream now starts at %s.', first_kept),
                 HINT = 'The owner of the group can move the slot with stream_seq.reset().';
     END IF;
-    IF st.key_held THEN
+    IF st.key_order THEN
         pg := stream_seq._key_order_page(rel, consumer, slot, token, st.position,
                                          st.read_upto, max_rows);
         st.position := pg.position;
         st.read_upto := pg.read_upto;
-    ELSIF st.key_expr IS NOT NULL THEN
-        RETURN QUERY EXECUTE format(
-            'WITH page AS ('
-            '  SELECT t AS r, t.%1$I AS s, (%4$s)::pg_catalog.text AS k '
-            '    FROM %2$s t '
-            '   WHERE %3$s = $1 AND t.%1$I > $2 AND t.%1$I < stream_seq.horizon($3) '
-            '     AND ($5 IS NULL OR t.%1$I <= $5) '
-            '   ORDER BY t.%1$I LIMIT $4), '
-            'm AS (SELECT r, s, k, pg_catalog.row_number() OVER (PARTITION BY k ORDER BY s) AS n FROM page) '
-            'SELECT (m.r).* FROM m '
-            ' WHERE s < COALESCE((SELECT pg_catalog.min(s) FROM m WHERE n > 1 AND k IS NOT NULL), '
-            '                    9223372036854775807) '
-            ' ORDER BY s', st.seq_column,
-            stream_seq._page_source(rel, st.position), st.slot_expr, st.key_expr)
-          USING slot, st.position, rel, max_rows, st.read_upto;
-        RETURN;
     END IF;
     RETURN QUERY EXECUTE format(
         'SELECT t.* FROM %2$s t '

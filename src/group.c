@@ -37,7 +37,12 @@
  * Time (the lease) only decides when a slot may be taken over; the token
  * alone decides whether an advance is allowed.
  *
- * Parked rows, retries and dead letters are in parking.c.
+ * Parked rows, retries and dead letters are in parking.c.  Per-key order
+ * through retries (set_key_order(), parking.c) changes the read: a page
+ * holds one row of each key, and while a key of the slot is held the read
+ * parks the key's rows as held rows and moves the slot past them
+ * (stream_seq_key_order_page()); the check costs one probe of the parked
+ * rows' key index when no key of the slot is held.
  *
  * Privileges, as for consumers: the creating role owns a group; claim,
  * read and advance need SELECT on the stream table and to be (a member of)
@@ -570,8 +575,8 @@ stream_seq_slot_state(PG_FUNCTION_ARGS)
 	int			slots;
 	StreamRef  *ref;
 	TupleDesc	tupdesc;
-	Datum		values[6];
-	bool		nulls[6] = {false, false, false, false, false, false};
+	Datum		values[5];
+	bool		nulls[5] = {false, false, false, false, false};
 	Oid			argtypes[2] = {REGCLASSOID, TEXTOID};
 	Datum		args[2];
 	char	   *slot_expr;
@@ -594,13 +599,7 @@ stream_seq_slot_state(PG_FUNCTION_ARGS)
 	args[1] = CStringGetTextDatum(consumer);
 	if (get_call_result_type(fcinfo, NULL, &tupdesc) != TYPEFUNC_COMPOSITE)
 		elog(ERROR, "return type must be a row type");
-	/*
-	 * Since 0.8.0, per-key order (parking.c): the key as an expression,
-	 * NULL if the group does not keep it; and whether a key of this slot
-	 * is held, which takes read_slot() to _key_order_page().  With none
-	 * held (one probe of the parked rows' key index), the page is one
-	 * query that stops before a key's second row.
-	 */
+	/* since 0.8.0: whether the group keeps per-key order (parking.c) */
 	slot_expr = stream_catalog_text(tupdesc->natts > 4 ?
 									"SELECT slot_expr || (key_order IS NOT NULL)::pg_catalog.int4 "
 									"FROM stream_seq.consumer "
@@ -608,40 +607,13 @@ stream_seq_slot_state(PG_FUNCTION_ARGS)
 									"SELECT slot_expr FROM stream_seq.consumer "
 									"WHERE stream = $1 AND consumer = $2",
 									2, argtypes, args);
-	if (tupdesc->natts > 5)
+	if (tupdesc->natts > 4)
 	{
 		size_t		len = strlen(slot_expr);
-		bool		key_order = slot_expr[len - 1] == '1';
 
+		values[4] = BoolGetDatum(slot_expr[len - 1] == '1');
 		slot_expr[len - 1] = '\0';
-		nulls[4] = nulls[5] = !key_order;
-		if (key_order)
-		{
-			char	   *key_expr = stream_group_key_expr(slot_expr);
-			Oid			held_types[4] = {REGCLASSOID, TEXTOID, INT4OID, INT4OID};
-			Datum		held_args[4];
-
-			if (key_expr == NULL)
-				ereport(ERROR,
-						(errcode(ERRCODE_OBJECT_NOT_IN_PREREQUISITE_STATE),
-						 errmsg("could not read the key of group \"%s\"", consumer),
-						 errdetail("Its slot expression \"%s\" is not the one create_group() makes.",
-								   slot_expr)));
-			held_args[0] = args[0];
-			held_args[1] = args[1];
-			held_args[2] = Int32GetDatum(slots);
-			held_args[3] = Int32GetDatum(slot);
-			values[4] = CStringGetTextDatum(key_expr);
-			values[5] = BoolGetDatum(stream_catalog_exec("SELECT 1 FROM stream_seq.parked q "
-														 "JOIN stream_seq.consumer c "
-														 "  ON c.stream = q.stream AND c.consumer = q.consumer "
-														 "WHERE q.stream = $1 AND q.consumer = $2 "
-														 "AND q.key IS NOT NULL AND "
-														 STREAM_KEY_BLOCKS("q", "c.key_order = 'until_released'")
-														 " AND stream_seq.slot_of(q.key, $3) = $4 "
-														 "LIMIT 1",
-														 4, held_types, held_args, NULL, 0, NULL) > 0);
-		}
+		nulls[4] = false;
 	}
 	values[0] = Int64GetDatum(position);
 	values[1] = CStringGetTextDatum(slot_expr);
@@ -716,6 +688,53 @@ keyset_add(HTAB *set, MemoryContext cxt, const char *value, bool only_look)
 	return false;
 }
 
+/*
+ * The plans of the page's queries under per-key order, kept for the
+ * session: read_slot() runs them for every page.  Found by their text (a
+ * walk's names the table and the group's key, so a renamed table or a
+ * resized group gets a plan of its own); at most KEY_ORDER_PLANS, the
+ * oldest dropped first.  PostgreSQL's plan cache revalidates them after
+ * DDL.  Called within SPI_connect().
+ */
+#define KEY_ORDER_PLANS 32
+typedef struct KeyOrderPlan
+{
+	char	   *sql;
+	SPIPlanPtr	plan;
+} KeyOrderPlan;
+static KeyOrderPlan key_order_plans[KEY_ORDER_PLANS];
+static int	key_order_nplans = 0;
+
+static SPIPlanPtr
+key_order_plan(const char *sql, int nargs, Oid *argtypes)
+{
+	SPIPlanPtr	plan;
+	int			i;
+
+	for (i = 0; i < key_order_nplans; i++)
+	{
+		if (strcmp(key_order_plans[i].sql, sql) == 0)
+			return key_order_plans[i].plan;
+	}
+	plan = SPI_prepare(sql, nargs, argtypes);
+	if (plan == NULL)
+		elog(ERROR, "SPI_prepare failed for \"%s\"", sql);
+	if (SPI_keepplan(plan) != 0)
+		elog(ERROR, "SPI_keepplan failed");
+	if (key_order_nplans == KEY_ORDER_PLANS)
+	{
+		SPI_freeplan(key_order_plans[0].plan);
+		pfree(key_order_plans[0].sql);
+		memmove(&key_order_plans[0], &key_order_plans[1],
+				sizeof(KeyOrderPlan) * (KEY_ORDER_PLANS - 1));
+		key_order_nplans--;
+	}
+	key_order_plans[key_order_nplans].sql = MemoryContextStrdup(TopMemoryContext, sql);
+	key_order_plans[key_order_nplans].plan = plan;
+	key_order_nplans++;
+	return plan;
+}
+
 /* Rows of a slot the page's walk reads at a time. */
 #define KEY_ORDER_BATCH 1000
 
@@ -769,6 +788,7 @@ stream_seq_key_order_page(PG_FUNCTION_ARGS)
 	List	   *held_seqs = NIL;
 	List	   *held_keys = NIL;
 	bool		done = false;
+	SPIPlanPtr	walk = NULL;
 	int32		batch;
 	int64		after;
 	Oid			argtypes[5] = {REGCLASSOID, TEXTOID, BOOLOID, INT8OID, INT8OID};
@@ -805,47 +825,54 @@ stream_seq_key_order_page(PG_FUNCTION_ARGS)
 	if (get_call_result_type(fcinfo, NULL, &tupdesc) != TYPEFUNC_COMPOSITE)
 		elog(ERROR, "return type must be a row type");
 
-	args[0] = ObjectIdGetDatum(relid);
-	args[1] = CStringGetTextDatum(consumer);
-	slot_expr = stream_catalog_text("SELECT (key_order = 'until_released')::pg_catalog.int4 || slot_expr "
-									"FROM stream_seq.consumer "
-									"WHERE stream = $1 AND consumer = $2 AND key_order IS NOT NULL",
-									2, argtypes, args);
-	if (slot_expr == NULL)
-	{
-		/* per-key order was turned off since read_slot() looked */
-		result[0] = Int64GetDatum(position);
-		result[1] = Int64GetDatum(read_upto);
-		result_nulls[1] = !have_upto;
-		PG_RETURN_DATUM(HeapTupleGetDatum(heap_form_tuple(tupdesc, result, result_nulls)));
-	}
-	until_released = slot_expr[0] == '1';
-	slot_expr++;
-	key_expr = stream_group_key_expr(slot_expr);
-	if (key_expr == NULL)
-		ereport(ERROR,
-				(errcode(ERRCODE_OBJECT_NOT_IN_PREREQUISITE_STATE),
-				 errmsg("could not read the key of group \"%s\"", consumer),
-				 errdetail("Its slot expression \"%s\" is not the one create_group() makes.",
-						   slot_expr)));
-	column = quote_identifier(get_attname(relid, ref->seq_attnum, false));
-
 	cxt = AllocSetContextCreate(CurrentMemoryContext, "stream_seq key order",
 								ALLOCSET_DEFAULT_SIZES);
 	held = keyset_create("stream_seq held keys", cxt);
 	seen = keyset_create("stream_seq page keys", cxt);
 
-	/* the held keys of the group, as the extension's owner */
-	args[2] = BoolGetDatum(until_released);
+	/*
+	 * As the extension's owner: the group's policy and slot expression,
+	 * then the keys it holds.
+	 */
+	args[0] = ObjectIdGetDatum(relid);
+	args[1] = CStringGetTextDatum(consumer);
 	stream_run_as(stream_catalog_owner(), &save_nestlevel, &save_userid,
 				  &save_sec_context);
 	if (SPI_connect() != SPI_OK_CONNECT)
 		elog(ERROR, "SPI_connect failed");
-	if (SPI_execute_with_args("SELECT DISTINCT q.key FROM stream_seq.parked q "
-							  "WHERE q.stream = $1 AND q.consumer = $2 "
-							  "AND q.key IS NOT NULL AND "
-							  STREAM_KEY_BLOCKS("q", "$3"),
-							  3, argtypes, args, NULL, true, 0) != SPI_OK_SELECT)
+	if (SPI_execute_plan(key_order_plan("SELECT key_order = 'until_released', slot_expr "
+										"FROM stream_seq.consumer "
+										"WHERE stream = $1 AND consumer = $2 "
+										"AND key_order IS NOT NULL",
+										2, argtypes),
+						 args, NULL, true, 0) != SPI_OK_SELECT)
+		elog(ERROR, "could not read group \"%s\"", consumer);
+	if (SPI_processed == 0)
+	{
+		/* per-key order was turned off since read_slot() looked */
+		SPI_finish();
+		stream_run_as_end(save_nestlevel, save_userid, save_sec_context);
+		MemoryContextDelete(cxt);
+		result[0] = Int64GetDatum(position);
+		result[1] = Int64GetDatum(read_upto);
+		result_nulls[1] = !have_upto;
+		PG_RETURN_DATUM(HeapTupleGetDatum(heap_form_tuple(tupdesc, result, result_nulls)));
+	}
+	{
+		bool		isnull;
+
+		until_released = DatumGetBool(SPI_getbinval(SPI_tuptable->vals[0],
+													SPI_tuptable->tupdesc, 1, &isnull));
+		slot_expr = MemoryContextStrdup(cxt, SPI_getvalue(SPI_tuptable->vals[0],
+														  SPI_tuptable->tupdesc, 2));
+	}
+	args[2] = BoolGetDatum(until_released);
+	if (SPI_execute_plan(key_order_plan("SELECT DISTINCT q.key FROM stream_seq.parked q "
+										"WHERE q.stream = $1 AND q.consumer = $2 "
+										"AND q.key IS NOT NULL AND "
+										STREAM_KEY_BLOCKS("q", "$3"),
+										3, argtypes),
+						 args, NULL, true, 0) != SPI_OK_SELECT)
 		elog(ERROR, "could not read the held keys of group \"%s\"", consumer);
 	for (i = 0; i < SPI_processed; i++)
 	{
@@ -856,6 +883,15 @@ stream_seq_key_order_page(PG_FUNCTION_ARGS)
 	}
 	SPI_finish();
 	stream_run_as_end(save_nestlevel, save_userid, save_sec_context);
+
+	key_expr = stream_group_key_expr(slot_expr);
+	if (key_expr == NULL)
+		ereport(ERROR,
+				(errcode(ERRCODE_OBJECT_NOT_IN_PREREQUISITE_STATE),
+				 errmsg("could not read the key of group \"%s\"", consumer),
+				 errdetail("Its slot expression \"%s\" is not the one create_group() makes.",
+						   slot_expr)));
+	column = quote_identifier(get_attname(relid, ref->seq_attnum, false));
 
 	/*
 	 * The slot's rows, as the caller (as read_slot() reads them), in
@@ -889,14 +925,16 @@ stream_seq_key_order_page(PG_FUNCTION_ARGS)
 		 * first; then (a run of held rows) bigger batches.
 		 */
 		walk_args[4] = Int32GetDatum(batch);
-		if (SPI_execute_with_args(psprintf("SELECT t.%s, (%s)::pg_catalog.text FROM %s t "
+		if (walk == NULL)
+			walk = key_order_plan(psprintf("SELECT t.%s, (%s)::pg_catalog.text FROM %s t "
 										   "WHERE %s = $1 AND t.%s > $2 "
 										   "AND t.%s < stream_seq.horizon($3) "
 										   "AND ($4::pg_catalog.int8 IS NULL OR t.%s <= $4) "
 										   "ORDER BY t.%s LIMIT $5",
 										   column, key_expr, stream_source(relid),
 										   slot_expr, column, column, column, column),
-								  5, walk_types, walk_args, walk_nulls, true, 0) != SPI_OK_SELECT)
+								  5, walk_types);
+		if (SPI_execute_plan(walk, walk_args, walk_nulls, true, 0) != SPI_OK_SELECT)
 			elog(ERROR, "could not read slot %d of group \"%s\"", slot, consumer);
 		n = SPI_processed;
 		for (i = 0; i < n && !done; i++)
