@@ -41,8 +41,8 @@
  * through retries (set_key_order(), parking.c) changes the read: a page
  * holds one row of each key, and while a key of the slot is held the read
  * parks the key's rows as held rows and moves the slot past them
- * (stream_seq_key_order_page()); the check costs one probe of the parked
- * rows' key index when no key of the slot is held.
+ * (stream_seq_key_order_page(), which walks the slot's keys with plans
+ * kept for the session).
  *
  * Privileges, as for consumers: the creating role owns a group; claim,
  * read and advance need SELECT on the stream table and to be (a member of)
