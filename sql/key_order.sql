@@ -195,6 +195,15 @@ ALTER TABLE ko_renamed RENAME TO ko;
 SELECT stream_seq.set_key_order('ko', 'g', 'off');
 SELECT consumer, key_order FROM stream_seq.consumers WHERE consumer = 'g';
 
+-- a row parked before the group kept per-key order holds nothing, also
+-- when it is parked again
+SELECT stream_seq.create_group('ko', 'g2', 'k', 1);
+SELECT stream_seq.park('ko', 'g2', 24, 'before');
+SELECT stream_seq.set_key_order('ko', 'g2', 'until_applied');
+SELECT stream_seq.park('ko', 'g2', 24, 'again'), stream_seq.park('ko', 'g2', 25, 'after');
+SELECT seq, key, held, attempts FROM stream_seq.parked_rows WHERE consumer = 'g2' ORDER BY seq;
+SELECT stream_seq.drop_consumer('ko', 'g2');
+
 -- an ordinary role without privileges
 CREATE ROLE ko_nobody;
 GRANT USAGE ON SCHEMA stream_seq TO ko_nobody;

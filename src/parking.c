@@ -82,6 +82,10 @@ PG_FUNCTION_INFO_V1(stream_seq_release_key);
 #define MAX_RETRY_BACKOFF 10.0
 /* The longest wait before a retry, so that its time stays representable. */
 #define MAX_RETRY_DELAY "100 years"
+/* Whether the consumer $2 of stream $1 holds a key behind a dead letter. */
+#define UNTIL_RELEASED \
+	"COALESCE((SELECT c.key_order = 'until_released' FROM stream_seq.consumer c " \
+	"          WHERE c.stream = $1 AND c.consumer = $2), false)"
 
 /*
  * check_parking_caller
@@ -284,7 +288,7 @@ stream_seq_park(PG_FUNCTION_ARGS)
 								  "reason = excluded.reason, last_failed = excluded.last_failed, "
 								  "first_failed = CASE WHEN parked.held THEN excluded.first_failed "
 								  "               ELSE parked.first_failed END, "
-								  "held = false, key = COALESCE(parked.key, excluded.key)",
+								  "held = false",
 								  7, key_types, key_values, key_nulls);
 	}
 	else
@@ -340,7 +344,6 @@ stream_seq_take_parked(PG_FUNCTION_ARGS)
 	int32		max_rows;
 	bool		only_due;
 	bool		key_order;
-	bool		until_released = false;
 	Oid			argtypes[4] = {REGCLASSOID, TEXTOID, INT4OID, TIMESTAMPTZOID};
 	Datum		values[4];
 	int			save_nestlevel;
@@ -362,14 +365,6 @@ stream_seq_take_parked(PG_FUNCTION_ARGS)
 	values[1] = CStringGetTextDatum(consumer);
 	values[2] = Int32GetDatum(max_rows);
 	key_order = stream_have_key_order();
-	if (key_order)
-	{
-		char	   *policy = stream_catalog_text("SELECT key_order FROM stream_seq.consumer "
-												 "WHERE stream = $1 AND consumer = $2",
-												 2, argtypes, values);
-
-		until_released = policy != NULL && strcmp(policy, "until_released") == 0;
-	}
 	stream_run_as(stream_catalog_owner(), &save_nestlevel, &save_userid,
 				  &save_sec_context);
 	if (SPI_connect() != SPI_OK_CONNECT)
@@ -425,18 +420,15 @@ stream_seq_take_parked(PG_FUNCTION_ARGS)
 	values[3] = TimestampTzGetDatum(GetCurrentTimestamp());
 	if (key_order)
 	{
-		Oid			key_types[5] = {REGCLASSOID, TEXTOID, INT4OID, TIMESTAMPTZOID, BOOLOID};
-		Datum		key_values[5];
 
 		/*
 		 * Per-key order: a keyed row only when no row of its key before it
 		 * holds the key (seen in this statement's snapshot: a row another
 		 * caller has taken but not committed still holds it), so at most
 		 * one row of a key per call.  A held row is due as soon as that
-		 * is so.
+		 * is so.  Whether a dead letter holds its key is the group's
+		 * policy, read by the statement.
 		 */
-		memcpy(key_values, values, sizeof(Datum) * 4);
-		key_values[4] = BoolGetDatum(until_released);
 		if (SPI_execute_with_args(only_due ?
 								  "UPDATE stream_seq.parked p SET resolved = true "
 								  "WHERE (stream, consumer, seq) IN ("
@@ -447,7 +439,7 @@ stream_seq_take_parked(PG_FUNCTION_ARGS)
 								  "          SELECT FROM stream_seq.parked q "
 								  "           WHERE q.stream = x.stream AND q.consumer = x.consumer "
 								  "             AND q.key = x.key AND q.seq < x.seq AND "
-								  STREAM_KEY_BLOCKS("q", "$5") ")) "
+								  STREAM_KEY_BLOCKS("q", UNTIL_RELEASED) ")) "
 								  "   ORDER BY x.seq LIMIT $3 FOR UPDATE OF x SKIP LOCKED) "
 								  "RETURNING p.seq, p.reason, p.attempts" :
 								  "UPDATE stream_seq.parked p SET resolved = true "
@@ -458,10 +450,10 @@ stream_seq_take_parked(PG_FUNCTION_ARGS)
 								  "          SELECT FROM stream_seq.parked q "
 								  "           WHERE q.stream = x.stream AND q.consumer = x.consumer "
 								  "             AND q.key = x.key AND q.seq < x.seq AND "
-								  STREAM_KEY_BLOCKS("q", "$5") ")) "
+								  STREAM_KEY_BLOCKS("q", UNTIL_RELEASED) ")) "
 								  "   ORDER BY x.seq LIMIT $3 FOR UPDATE OF x SKIP LOCKED) "
 								  "RETURNING p.seq, p.reason, p.attempts",
-								  5, key_types, key_values, NULL, false, 0) < 0)
+								  4, argtypes, values, NULL, false, 0) < 0)
 			elog(ERROR, "could not take parked rows");
 	}
 	else if (SPI_execute_with_args(only_due ?
