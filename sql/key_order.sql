@@ -136,6 +136,10 @@ SELECT stream_seq.trim('ko', 19);
 \echo :LAST_ERROR_SQLSTATE
 SELECT stream_seq.trim('ko', 14);
 SELECT stream_seq.first('ko');
+-- and so does a retention policy that respects consumers
+SELECT stream_seq.set_retention('ko', keep_rows => 1);
+SELECT removed_rows, removed_before, held_by, held_at FROM stream_seq.apply_retention('ko');
+SELECT stream_seq.drop_retention('ko');
 -- release_key(): bad input, then the operator lets key 2 go on
 SELECT stream_seq.release_key('ko', 'g', NULL, 'skipped');
 \echo :LAST_ERROR_SQLSTATE
