@@ -93,6 +93,11 @@
 #     a single-user backend): bigserial, the stream table's write and its
 #     update route (in_place off), for 1- and 10-row transactions and COPY, and COPY
 #     into bigserial with a BEFORE row trigger in C
+#  15 per-key order through retries (bench/key_order_bench.sh, its own
+#     cluster): rows/s of one worker draining a group of 4 slots with 0 %,
+#     0.1 % and 1 % poison keys (a key's first row fails twice), with and
+#     without set_key_order(); and read_slot() with nothing parked, with
+#     and without it (pages/s, rows per page, microseconds per row)
 # Prints the tables, writes them to bench/results.md, draws
 # bench/throughput.png (gnuplot) and keeps the raw numbers in bench/out/.
 #
@@ -101,7 +106,8 @@
 # postgresql-15-pgq3); otherwise it prints the apt-get command.
 # Environment (defaults in parentheses; the defaults take about 60 minutes,
 # figure 1 nineteen, figure 8 ten, figure 9 two, figure 10 six,
-# figure 11 eight, figure 12 twelve, figure 13 two, figure 14 two):
+# figure 11 eight, figure 12 twelve, figure 13 two, figure 14 two,
+# figure 15 two):
 #   BENCH_SECONDS (5)          length of a figure 1 run; figure 4's runs
 #                              last twice as long
 #   BENCH_REPS (3)             rounds of figure 1, runs of figure 4
@@ -109,7 +115,7 @@
 #                              1-client rows (about 7 more minutes)
 #   BENCH_CONTENDERS ("serial xid8 lock pgq stream serial_pk stream_pk")
 #                              contenders of figures 1-3 and 7
-#   BENCH_FIGURES ("1 2 3 4 6 7 8 9 10 11 12 13 14"; 5 comes with 2 and 3)
+#   BENCH_FIGURES ("1 2 3 4 6 7 8 9 10 11 12 13 14 15"; 5 comes with 2 and 3)
 #   BENCH_LAG_SECONDS (8)      figure 2 run length
 #   BENCH_STALL_SECONDS (10)   figure 3: how long the transaction stays open
 #   BENCH_COPY_ROWS (100000)   figure 1: rows of the COPY
@@ -144,7 +150,7 @@ SECS=${BENCH_SECONDS:-5}
 REPS=${BENCH_REPS:-3}
 CLIENTS=${BENCH_CLIENTS:-"8 32"}
 CONTENDERS=${BENCH_CONTENDERS:-"serial xid8 lock pgq stream serial_pk stream_pk"}
-FIGURES=${BENCH_FIGURES:-"1 2 3 4 6 7 8 9 10 11 12 13 14"}
+FIGURES=${BENCH_FIGURES:-"1 2 3 4 6 7 8 9 10 11 12 13 14 15"}
 VERSIONS_ROUNDS=${BENCH_VERSIONS_ROUNDS:-5}
 REPLICA_SECS=${BENCH_REPLICA_SECONDS:-15}
 REPLICA_BASE=${BENCH_REPLICA_BASE:-b43a230}
@@ -740,7 +746,29 @@ if has_figure 14; then
 	log "figure 14: instructions per row done"
 fi
 
+#
+# Figure 15: per-key order through retries, by bench/key_order_bench.sh on
+# a cluster of its own
+#
+KEY_ORDER_MD=$OUT/key_order.md
+: >"$KEY_ORDER_MD"
+if has_figure 15; then
+	{
+		echo
+		echo "## Figure 15: per-key order through retries"
+		echo
+		echo "bench/key_order_bench.sh 3 4:"
+		echo
+		echo '```'
+		PGBIN="$PGBIN" STREAM_SEQ_SKIP_BUILD=1 "$BENCH_DIR/key_order_bench.sh" 3 4 \
+			>"$OUT/key_order.log" 2>&1 || echo "(key_order_bench.sh failed: see bench/out/key_order.log)"
+		sed -n '/^1\. /,$p' "$OUT/key_order.log"
+		echo '```'
+	} >"$KEY_ORDER_MD"
+	log "figure 15: per-key order through retries done"
+fi
+
 "$PY" "$BENCH_DIR/report.py" "$OUT" "$BENCH_DIR/results.md" "$BENCH_DIR/throughput.png"
-cat "$REPLICA_MD" "$PARTITION_MD" "$VERSIONS_MD" "$WORKERS_MD" "$INSTRUCTIONS_MD" >>"$BENCH_DIR/results.md"
-cat "$REPLICA_MD" "$PARTITION_MD" "$VERSIONS_MD" "$WORKERS_MD" "$INSTRUCTIONS_MD"
+cat "$REPLICA_MD" "$PARTITION_MD" "$VERSIONS_MD" "$WORKERS_MD" "$INSTRUCTIONS_MD" "$KEY_ORDER_MD" >>"$BENCH_DIR/results.md"
+cat "$REPLICA_MD" "$PARTITION_MD" "$VERSIONS_MD" "$WORKERS_MD" "$INSTRUCTIONS_MD" "$KEY_ORDER_MD"
 log "done"

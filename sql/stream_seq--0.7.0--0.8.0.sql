@@ -81,3 +81,221 @@ END;
 $$;
 COMMENT ON FUNCTION stream_seq.create_group(regclass, text, text, integer, text) IS
   'create a consumer group positioned at ''earliest'', ''latest'' or a time (text)';
+
+-- Per-key order through retries (src/parking.c, src/group.c).  A group
+-- may hold a key whose row was parked: its later rows are parked as held
+-- rows by read_slot() (which moves the slot past them, so the slot's other
+-- keys go on) and handed back by due(), one at a time and in order, once
+-- every row of the key before them was applied.  key_order: NULL (off),
+-- 'until_applied' (a dead letter lets its key go on) or 'until_released'
+-- (a dead letter holds its key until release_key()).
+ALTER TABLE stream_seq.consumer ADD COLUMN key_order text
+  CONSTRAINT consumer_key_order_check CHECK (key_order IN ('until_applied', 'until_released'));
+-- key: the group key of a row parked under per-key order (NULL: not held
+-- by key); held: parked because a row of its key before it was, not a
+-- failure; released_at, release_reason: release_key() let its key go on.
+ALTER TABLE stream_seq.parked ADD COLUMN key text,
+  ADD COLUMN held boolean NOT NULL DEFAULT false,
+  ADD COLUMN released_at timestamptz,
+  ADD COLUMN release_reason text;
+CREATE INDEX parked_key_idx ON stream_seq.parked (stream, consumer, key, seq)
+  WHERE key IS NOT NULL AND NOT resolved;
+
+CREATE FUNCTION stream_seq.set_key_order(stream regclass, consumer text, hold text)
+  RETURNS void
+  AS 'MODULE_PATHNAME', 'stream_seq_set_key_order'
+  LANGUAGE C VOLATILE;
+COMMENT ON FUNCTION stream_seq.set_key_order(regclass, text, text) IS
+  'per-key order through retries for a group: hold the later rows of a key while a row of it is parked (''until_applied'', ''until_released'' or ''off'')';
+
+CREATE FUNCTION stream_seq.release_key(stream regclass, consumer text, key text, reason text)
+  RETURNS bigint
+  AS 'MODULE_PATHNAME', 'stream_seq_release_key'
+  LANGUAGE C VOLATILE;
+COMMENT ON FUNCTION stream_seq.release_key(regclass, text, text, text) IS
+  'let a held key of a group go on past its parked rows (they stay parked, dead letters stay dead); returns how many rows it released';
+
+CREATE FUNCTION stream_seq._key_order_page(stream regclass, consumer text, slot integer,
+    token bigint, "position" bigint, read_upto bigint, max_rows integer,
+    OUT "position" bigint, OUT read_upto bigint)
+  AS 'MODULE_PATHNAME', 'stream_seq_key_order_page'
+  LANGUAGE C VOLATILE;
+COMMENT ON FUNCTION stream_seq._key_order_page(regclass, text, integer, bigint, bigint, bigint, integer) IS
+  'internal: for read_slot() under per-key order, parks the rows of held keys at the start of the slot and moves the slot past them; says which rows the page may hold';
+
+DROP FUNCTION stream_seq._slot_state(regclass, text, integer, bigint);
+CREATE FUNCTION stream_seq._slot_state(stream regclass, consumer text, slot integer,
+    token bigint, OUT "position" bigint, OUT slot_expr text, OUT seq_column name,
+    OUT read_upto bigint, OUT key_order boolean)
+  AS 'MODULE_PATHNAME', 'stream_seq_slot_state'
+  LANGUAGE C VOLATILE;
+COMMENT ON FUNCTION stream_seq._slot_state(regclass, text, integer, bigint) IS
+  'internal: a slot''s position, the fence of a pending resize, and whether the group keeps per-key order, for read_slot(); fails with SS001 if the token is not the slot''s';
+
+CREATE OR REPLACE FUNCTION stream_seq.read_slot(stream regclass, consumer text, slot integer,
+                                                token bigint, max_rows integer DEFAULT 100)
+  RETURNS TABLE (seq bigint, "row" jsonb)
+  LANGUAGE plpgsql VOLATILE
+  SET search_path = pg_catalog, pg_temp
+AS $$
+DECLARE
+    st record;
+    pg record;
+    first_kept bigint := stream_seq.first(stream);
+BEGIN
+    IF max_rows IS NULL OR max_rows < 1 THEN
+        RAISE EXCEPTION 'max_rows must be at least 1'
+          USING ERRCODE = 'invalid_parameter_value';
+    END IF;
+    st := stream_seq._slot_state(stream, consumer, slot, token);
+    IF st.position < first_kept - 1 THEN
+        RAISE EXCEPTION 'rows after position % of slot % of group "%" were trimmed from stream table "%"',
+              st.position, slot, consumer, stream
+          USING ERRCODE = 'object_not_in_prerequisite_state',
+                DETAIL = format('The stream now starts at %s.', first_kept),
+                HINT = 'The owner of the group can move the slot with stream_seq.reset().';
+    END IF;
+    IF st.key_order THEN
+        pg := stream_seq._key_order_page(stream, consumer, slot, token, st.position,
+                                         st.read_upto, max_rows);
+        st.position := pg.position;
+        st.read_upto := pg.read_upto;
+    END IF;
+    RETURN QUERY EXECUTE format(
+        'SELECT t.%1$I, pg_catalog.to_jsonb(t) FROM %2$s t '
+        ' WHERE %3$s = $1 AND t.%1$I > $2 AND t.%1$I < stream_seq.horizon($3) '
+        '   AND ($5 IS NULL OR t.%1$I <= $5) '
+        ' ORDER BY t.%1$I LIMIT $4', st.seq_column,
+        stream_seq._page_source(stream, st.position), st.slot_expr)
+      USING slot, st.position, stream, max_rows, st.read_upto;
+END;
+$$;
+COMMENT ON FUNCTION stream_seq.read_slot(regclass, text, integer, bigint, integer) IS
+  'next page of a slot of a group: its rows after its position and below the horizon (and, while a resize is pending, up to its fence; under per-key order, one row per key and none of a held key)';
+
+CREATE OR REPLACE FUNCTION stream_seq.read_slot_rows(stream anyelement, consumer text, slot integer,
+                                                     token bigint, max_rows integer DEFAULT 100)
+  RETURNS SETOF anyelement
+  LANGUAGE plpgsql VOLATILE
+  SET search_path = pg_catalog, pg_temp
+AS $$
+DECLARE
+    rel regclass := stream_seq._stream_of_row_type(pg_catalog.pg_typeof(stream));
+    st record;
+    pg record;
+    first_kept bigint := stream_seq.first(rel);
+BEGIN
+    IF max_rows IS NULL OR max_rows < 1 THEN
+        RAISE EXCEPTION 'max_rows must be at least 1'
+          USING ERRCODE = 'invalid_parameter_value';
+    END IF;
+    st := stream_seq._slot_state(rel, consumer, slot, token);
+    IF st.position < first_kept - 1 THEN
+        RAISE EXCEPTION 'rows after position % of slot % of group "%" were trimmed from stream table "%"',
+              st.position, slot, consumer, rel
+          USING ERRCODE = 'object_not_in_prerequisite_state',
+                DETAIL = format('The stream now starts at %s.', first_kept),
+                HINT = 'The owner of the group can move the slot with stream_seq.reset().';
+    END IF;
+    IF st.key_order THEN
+        pg := stream_seq._key_order_page(rel, consumer, slot, token, st.position,
+                                         st.read_upto, max_rows);
+        st.position := pg.position;
+        st.read_upto := pg.read_upto;
+    END IF;
+    RETURN QUERY EXECUTE format(
+        'SELECT t.* FROM %2$s t '
+        ' WHERE %3$s = $1 AND t.%1$I > $2 AND t.%1$I < stream_seq.horizon($3) '
+        '   AND ($5 IS NULL OR t.%1$I <= $5) '
+        ' ORDER BY t.%1$I LIMIT $4', st.seq_column,
+        stream_seq._page_source(rel, st.position), st.slot_expr)
+      USING slot, st.position, rel, max_rows, st.read_upto;
+END;
+$$;
+COMMENT ON FUNCTION stream_seq.read_slot_rows(anyelement, text, integer, bigint, integer) IS
+  'read_slot() with rows of the stream table''s own type: name the stream as NULL::table';
+
+-- A parked row blocks its key (holds the key's later rows) while it is not
+-- resolved, not released, and not a dead letter of a group that lets dead
+-- letters go on.
+CREATE OR REPLACE VIEW stream_seq.parked_rows WITH (security_barrier) AS
+SELECT p.stream, p.consumer, p.seq, p.reason, p.attempts, p.first_failed, p.last_failed,
+       p.due_at, p.dead, p.key, p.held,
+       (SELECT pg_catalog.min(q.seq) FROM stream_seq.parked q
+         WHERE q.stream = p.stream AND q.consumer = p.consumer AND q.key = p.key
+           AND q.seq < p.seq AND NOT q.resolved AND q.released_at IS NULL
+           AND (NOT q.dead OR c.key_order = 'until_released')) AS waits_behind,
+       p.released_at, p.release_reason
+  FROM stream_seq.parked p
+  JOIN stream_seq.consumer c ON c.stream = p.stream AND c.consumer = p.consumer
+ WHERE NOT p.resolved AND pg_catalog.has_table_privilege(p.stream, 'SELECT');
+COMMENT ON VIEW stream_seq.parked_rows IS
+  'rows set aside by consumers of streams the caller may read, not yet handed back: when each is due for a retry, or that it is a dead letter; under per-key order, held rows and the first row of their key they wait behind';
+
+CREATE OR REPLACE VIEW stream_seq.consumers WITH (security_barrier) AS
+SELECT c.stream,
+       c.consumer,
+       p.position,
+       greatest(stream_seq.horizon(c.stream) - 1 - p.position, 0) AS lag,
+       pg_catalog.now() - p.advanced_at AS since_advance,
+       c.owner,
+       c.slots,
+       c.reset_at,
+       c.reset_by,
+       c.reset_from,
+       c.max_attempts,
+       c.retry_delay,
+       c.retry_backoff,
+       c.retry_max_delay,
+       k.parked,
+       k.dead_letters,
+       c.resize_to,
+       c.resize_fence,
+       c.resize_at,
+       c.resized_from,
+       c.resized_at,
+       k.held,
+       c.key_order
+  FROM stream_seq.consumer c
+  CROSS JOIN LATERAL (
+       SELECT CASE WHEN c.slots IS NULL THEN c.position
+                   ELSE (SELECT pg_catalog.min(s.position) FROM stream_seq.consumer_slot s
+                          WHERE s.stream = c.stream AND s.consumer = c.consumer) END AS position,
+              CASE WHEN c.slots IS NULL THEN c.advanced_at
+                   ELSE (SELECT pg_catalog.max(s.advanced_at) FROM stream_seq.consumer_slot s
+                          WHERE s.stream = c.stream AND s.consumer = c.consumer) END AS advanced_at) p
+  CROSS JOIN LATERAL (
+       SELECT pg_catalog.count(*) FILTER (WHERE NOT x.dead AND NOT x.held) AS parked,
+              pg_catalog.count(*) FILTER (WHERE x.dead) AS dead_letters,
+              pg_catalog.count(*) FILTER (WHERE x.held) AS held
+         FROM stream_seq.parked x
+        WHERE x.stream = c.stream AND x.consumer = c.consumer AND NOT x.resolved) k
+ WHERE pg_catalog.has_table_privilege(c.stream, 'SELECT');
+COMMENT ON VIEW stream_seq.consumers IS
+  'consumers of the streams the caller may read, with their lag in numbers (a group: its slowest slot), retry policy, parked rows and dead letters, a pending resize, and per-key order with its held rows';
+
+-- metrics() counts held rows (held, its last column); parked counts
+-- neither held rows nor dead letters.
+DROP FUNCTION stream_seq.metrics(text, integer);
+CREATE FUNCTION stream_seq.metrics(only_kind text DEFAULT NULL,
+                                   backlog_cap integer DEFAULT 1000)
+  RETURNS TABLE (kind text, stream regclass, stream_name text,
+                 consumer text, slot integer,
+                 head bigint, horizon bigint, first bigint,
+                 waiting bigint, durable_lag bigint,
+                 committing integer, oldest_commit_seconds double precision,
+                 tracked integer, evicted bigint, assigned_xacts bigint,
+                 slots integer, "position" bigint, lag bigint,
+                 since_advance_seconds double precision,
+                 backlog_rows bigint, backlog_capped integer,
+                 parked bigint, dead_letters bigint, retries_due bigint,
+                 oldest_parked_seconds double precision,
+                 oldest_due_seconds double precision,
+                 resize_pending integer, leased integer, held bigint)
+  AS 'MODULE_PATHNAME', 'stream_seq_metrics'
+  LANGUAGE C VOLATILE;
+COMMENT ON FUNCTION stream_seq.metrics(text, integer) IS
+  'gauges and counters of every stream, consumer and slot, for monitoring (pg_monitor): numbers, counts, seconds, backlogs in rows counted up to backlog_cap';
+REVOKE ALL ON FUNCTION stream_seq.metrics(text, integer) FROM PUBLIC;
+GRANT EXECUTE ON FUNCTION stream_seq.metrics(text, integer) TO pg_monitor;
+-- end of per-key order through retries

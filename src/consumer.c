@@ -35,6 +35,8 @@
  */
 #include "postgres.h"
 
+#include <ctype.h>
+
 #include "access/table.h"
 #include "catalog/index.h"
 #include "catalog/pg_class.h"
@@ -121,6 +123,45 @@ stream_have_groups(void)
 
 	return OidIsValid(get_relname_relid("consumer_slot", nsp)) &&
 		OidIsValid(get_relname_relid("parked", nsp));
+}
+
+/*
+ * stream_have_key_order
+ *		Whether the extension's tables have what per-key order needs: a
+ *		database not yet updated to 0.8.0 parks rows without their key.
+ */
+bool
+stream_have_key_order(void)
+{
+	Oid			parked = get_relname_relid("parked", stream_namespace(false));
+
+	return OidIsValid(parked) && get_attnum(parked, "held") != InvalidAttrNumber;
+}
+
+/*
+ * stream_group_key_expr
+ *		The key of a group as an expression of type text over the table's
+ *		columns, from its slot expression as create_group() and
+ *		resize_group() make it: slot_of((key)::text, n).  NULL if the slot
+ *		expression is not of that form.
+ */
+char *
+stream_group_key_expr(const char *slot_expr)
+{
+	size_t		len = strlen(slot_expr);
+	size_t		end;
+
+	if (strncmp(slot_expr, "stream_seq.slot_of(", 19) != 0 ||
+		len < 23 || slot_expr[len - 1] != ')')
+		return NULL;
+	/* back over the count: ", <digits>)" */
+	end = len - 1;
+	while (end > 19 && isdigit((unsigned char) slot_expr[end - 1]))
+		end--;
+	if (end == len - 1 || end < 21 || slot_expr[end - 1] != ' ' ||
+		slot_expr[end - 2] != ',')
+		return NULL;
+	return pnstrdup(slot_expr + 19, end - 2 - 19);
 }
 
 /*

@@ -34,7 +34,20 @@ extern bool stream_slowest_consumer(Oid relid, char **consumer,
 									int64 *position);
 extern bool stream_slots_floor(Oid relid, int64 horizon, char **consumer,
 							   int64 *position);
+extern bool stream_have_key_order(void);
+extern char *stream_group_key_expr(const char *slot_expr);
 extern int64 stream_slot_finished_upto(Oid relid, const char *slot_expr,
 									   int slot, int64 position, int64 horizon);
+
+/*
+ * Per-key order: parked row "q" of a consumer holds its key (the key's
+ * later rows wait behind it) while it is not resolved, not released by
+ * release_key(), and not a dead letter of a group that lets dead letters
+ * go on; "$until_released" is a boolean parameter that says whether the
+ * group holds a key behind a dead letter.  For stream_seq.parked.
+ */
+#define STREAM_KEY_BLOCKS(q, until_released) \
+	"(NOT " q ".resolved AND " q ".released_at IS NULL " \
+	" AND (NOT " q ".dead OR " until_released "))"
 
 #endif							/* STREAM_SEQ_CONSUMER_H */

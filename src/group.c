@@ -37,7 +37,12 @@
  * Time (the lease) only decides when a slot may be taken over; the token
  * alone decides whether an advance is allowed.
  *
- * Parked rows, retries and dead letters are in parking.c.
+ * Parked rows, retries and dead letters are in parking.c.  Per-key order
+ * through retries (set_key_order(), parking.c) changes the read: a page
+ * holds one row of each key, and while a key of the slot is held the read
+ * parks the key's rows as held rows and moves the slot past them
+ * (stream_seq_key_order_page(), which walks the slot's keys with plans
+ * kept for the session).
  *
  * Privileges, as for consumers: the creating role owns a group; claim,
  * read and advance need SELECT on the stream table and to be (a member of)
@@ -49,15 +54,20 @@
 #include "postgres.h"
 
 #include "access/table.h"
+#include "common/hashfn.h"
 #include "catalog/pg_type.h"
 #include "executor/spi.h"
 #include "fmgr.h"
 #include "funcapi.h"
 #include "miscadmin.h"
 #include "utils/acl.h"
+#include "utils/array.h"
 #include "utils/builtins.h"
 #include "utils/datetime.h"
+#include "utils/guc.h"
+#include "utils/hsearch.h"
 #include "utils/lsyscache.h"
+#include "utils/memutils.h"
 #include "utils/rel.h"
 #include "utils/timestamp.h"
 
@@ -67,6 +77,7 @@
 #include "horizon.h"
 #include "consumer.h"
 #include "resize.h"
+#include "stats.h"
 
 PG_FUNCTION_INFO_V1(stream_seq_create_group);
 PG_FUNCTION_INFO_V1(stream_seq_drop_consumer);
@@ -77,6 +88,7 @@ PG_FUNCTION_INFO_V1(stream_seq_advance_slot);
 PG_FUNCTION_INFO_V1(stream_seq_slot_position);
 PG_FUNCTION_INFO_V1(stream_seq_reset);
 PG_FUNCTION_INFO_V1(stream_seq_slot_backlog);
+PG_FUNCTION_INFO_V1(stream_seq_key_order_page);
 
 /* Slots per group: enough for many workers, few enough to list. */
 #define MAX_SLOTS 1024
@@ -563,8 +575,8 @@ stream_seq_slot_state(PG_FUNCTION_ARGS)
 	int			slots;
 	StreamRef  *ref;
 	TupleDesc	tupdesc;
-	Datum		values[4];
-	bool		nulls[4] = {false, false, false, false};
+	Datum		values[5];
+	bool		nulls[5] = {false, false, false, false, false};
 	Oid			argtypes[2] = {REGCLASSOID, TEXTOID};
 	Datum		args[2];
 	char	   *slot_expr;
@@ -585,12 +597,24 @@ stream_seq_slot_state(PG_FUNCTION_ARGS)
 
 	args[0] = ObjectIdGetDatum(relid);
 	args[1] = CStringGetTextDatum(consumer);
-	slot_expr = stream_catalog_text("SELECT slot_expr FROM stream_seq.consumer "
-									"WHERE stream = $1 AND consumer = $2",
-									2, argtypes, args);
-
 	if (get_call_result_type(fcinfo, NULL, &tupdesc) != TYPEFUNC_COMPOSITE)
 		elog(ERROR, "return type must be a row type");
+	/* since 0.8.0: whether the group keeps per-key order (parking.c) */
+	slot_expr = stream_catalog_text(tupdesc->natts > 4 ?
+									"SELECT slot_expr || (key_order IS NOT NULL)::pg_catalog.int4 "
+									"FROM stream_seq.consumer "
+									"WHERE stream = $1 AND consumer = $2" :
+									"SELECT slot_expr FROM stream_seq.consumer "
+									"WHERE stream = $1 AND consumer = $2",
+									2, argtypes, args);
+	if (tupdesc->natts > 4)
+	{
+		size_t		len = strlen(slot_expr);
+
+		values[4] = BoolGetDatum(slot_expr[len - 1] == '1');
+		slot_expr[len - 1] = '\0';
+		nulls[4] = false;
+	}
 	values[0] = Int64GetDatum(position);
 	values[1] = CStringGetTextDatum(slot_expr);
 	values[2] = CStringGetDatum(get_attname(relid, ref->seq_attnum, false));
@@ -604,6 +628,418 @@ stream_seq_slot_state(PG_FUNCTION_ARGS)
 		nulls[3] = fence < 0;
 	}
 	PG_RETURN_DATUM(HeapTupleGetDatum(heap_form_tuple(tupdesc, values, nulls)));
+}
+
+/*
+ * A set of key values (text), for the page of a group under per-key
+ * order: the keys held, and the keys the page already has.  Entries are
+ * found by a 64-bit hash of the value and compared in full.
+ */
+typedef struct KeySetEntry
+{
+	uint64		hash;			/* hash key: must be first */
+	List	   *values;			/* the values (char *) with this hash */
+} KeySetEntry;
+
+static HTAB *
+keyset_create(const char *name, MemoryContext cxt)
+{
+	HASHCTL		ctl;
+
+	ctl.keysize = sizeof(uint64);
+	ctl.entrysize = sizeof(KeySetEntry);
+	ctl.hcxt = cxt;
+	return hash_create(name, 64, &ctl, HASH_ELEM | HASH_BLOBS | HASH_CONTEXT);
+}
+
+/*
+ * keyset_add
+ *		Add "value" to the set (a copy in the set's context); returns
+ *		whether it was there already.  With "only_look", does not add it.
+ */
+static bool
+keyset_add(HTAB *set, MemoryContext cxt, const char *value, bool only_look)
+{
+	uint64		hash = hash_bytes_extended((const unsigned char *) value,
+										   strlen(value), 0);
+	KeySetEntry *entry;
+	bool		found;
+	ListCell   *lc;
+	MemoryContext old;
+
+	entry = hash_search(set, &hash, only_look ? HASH_FIND : HASH_ENTER, &found);
+	if (!found)
+	{
+		if (entry != NULL)
+			entry->values = NIL;
+		else
+			return false;
+	}
+	foreach(lc, entry->values)
+	{
+		if (strcmp((const char *) lfirst(lc), value) == 0)
+			return true;
+	}
+	if (only_look)
+		return false;
+	old = MemoryContextSwitchTo(cxt);
+	entry->values = lappend(entry->values, pstrdup(value));
+	MemoryContextSwitchTo(old);
+	return false;
+}
+
+/*
+ * The plans of the page's queries under per-key order, kept for the
+ * session: read_slot() runs them for every page.  Found by their text (a
+ * walk's names the table and the group's key, so a renamed table or a
+ * resized group gets a plan of its own); at most KEY_ORDER_PLANS, the
+ * oldest dropped first.  PostgreSQL's plan cache revalidates them after
+ * DDL.  Called within SPI_connect().
+ */
+#define KEY_ORDER_PLANS 32
+typedef struct KeyOrderPlan
+{
+	char	   *sql;
+	SPIPlanPtr	plan;
+} KeyOrderPlan;
+static KeyOrderPlan key_order_plans[KEY_ORDER_PLANS];
+static int	key_order_nplans = 0;
+
+static SPIPlanPtr
+key_order_plan(const char *sql, int nargs, Oid *argtypes)
+{
+	SPIPlanPtr	plan;
+	int			i;
+
+	for (i = 0; i < key_order_nplans; i++)
+	{
+		if (strcmp(key_order_plans[i].sql, sql) == 0)
+			return key_order_plans[i].plan;
+	}
+	plan = SPI_prepare(sql, nargs, argtypes);
+	if (plan == NULL)
+		elog(ERROR, "SPI_prepare failed for \"%s\"", sql);
+	if (SPI_keepplan(plan) != 0)
+		elog(ERROR, "SPI_keepplan failed");
+	if (key_order_nplans == KEY_ORDER_PLANS)
+	{
+		SPI_freeplan(key_order_plans[0].plan);
+		pfree(key_order_plans[0].sql);
+		memmove(&key_order_plans[0], &key_order_plans[1],
+				sizeof(KeyOrderPlan) * (KEY_ORDER_PLANS - 1));
+		key_order_nplans--;
+	}
+	key_order_plans[key_order_nplans].sql = MemoryContextStrdup(TopMemoryContext, sql);
+	key_order_plans[key_order_nplans].plan = plan;
+	key_order_nplans++;
+	return plan;
+}
+
+/* Rows of a slot the page's walk reads at a time. */
+#define KEY_ORDER_BATCH 1000
+
+/*
+ * stream_seq_key_order_page
+ *		SQL: _key_order_page(stream, consumer, slot, token, position,
+ *		read_upto, max_rows) RETURNS (position, read_upto), for read_slot()
+ *		of a group under per-key order (parking.c says why).  Walks the
+ *		slot's rows after "position" in number order (below the horizon,
+ *		and up to "read_upto" if not NULL):
+ *
+ *		- rows of a held key (one with a parked row that holds it) before
+ *		  the first row the page can hand out are parked as held rows, and
+ *		  the slot is moved past them, in the caller's transaction: a held
+ *		  row is parked only together with the move of the slot past it, so
+ *		  that it is handed out once, by due(), and the slot's other keys
+ *		  are not held behind it;
+ *		- the page then holds at most one row of each key, and ends before
+ *		  the next row of a held key or of a key it already holds: a worker
+ *		  that applies a page row by row and parks a row that fails must
+ *		  not then apply a later row of the same key.
+ *
+ *		Returns the slot's position (moved, or as it was) and the last
+ *		number the page may hold (the position itself: no row).  Rows whose
+ *		key is NULL are not held and may repeat.
+ */
+Datum
+stream_seq_key_order_page(PG_FUNCTION_ARGS)
+{
+	Oid			relid;
+	char	   *consumer;
+	int32		slot;
+	int64		token;
+	int64		position;
+	int64		new_position;
+	int64		page_end = -1;
+	bool		have_upto;
+	int64		read_upto = 0;
+	int32		max_rows;
+	int32		returned = 0;
+	int			slots;
+	StreamRef  *ref;
+	char	   *slot_expr;
+	char	   *key_expr;
+	bool		until_released;
+	const char *column;
+	MemoryContext cxt;
+	MemoryContext old;
+	HTAB	   *held;
+	HTAB	   *seen;
+	List	   *held_seqs = NIL;
+	List	   *held_keys = NIL;
+	bool		done = false;
+	SPIPlanPtr	walk = NULL;
+	int32		batch;
+	int64		after;
+	Oid			argtypes[5] = {REGCLASSOID, TEXTOID, BOOLOID, INT8OID, INT8OID};
+	Datum		args[5];
+	int			save_nestlevel;
+	Oid			save_userid;
+	int			save_sec_context;
+	uint64		i;
+	TupleDesc	tupdesc;
+	Datum		result[2];
+	bool		result_nulls[2] = {false, false};
+
+	stream_check_not_null(fcinfo, 5, "stream table, group name, slot, token and position");
+	if (PG_ARGISNULL(6))
+		ereport(ERROR,
+				(errcode(ERRCODE_NULL_VALUE_NOT_ALLOWED),
+				 errmsg("max_rows must not be null")));
+	relid = PG_GETARG_OID(0);
+	consumer = text_to_cstring(PG_GETARG_TEXT_PP(1));
+	slot = PG_GETARG_INT32(2);
+	token = PG_GETARG_INT64(3);
+	position = PG_GETARG_INT64(4);
+	have_upto = !PG_ARGISNULL(5);
+	if (have_upto)
+		read_upto = PG_GETARG_INT64(5);
+	max_rows = PG_GETARG_INT32(6);
+	if (max_rows < 1)
+		ereport(ERROR,
+				(errcode(ERRCODE_INVALID_PARAMETER_VALUE),
+				 errmsg("max_rows must be at least 1")));
+	ref = stream_lookup_locked(relid, AccessShareLock);
+	slots = group_lookup(relid, consumer);
+	check_group_slot(relid, consumer, slot, slots);
+	if (get_call_result_type(fcinfo, NULL, &tupdesc) != TYPEFUNC_COMPOSITE)
+		elog(ERROR, "return type must be a row type");
+
+	cxt = AllocSetContextCreate(CurrentMemoryContext, "stream_seq key order",
+								ALLOCSET_DEFAULT_SIZES);
+	held = keyset_create("stream_seq held keys", cxt);
+	seen = keyset_create("stream_seq page keys", cxt);
+
+	/*
+	 * As the extension's owner: the group's policy and slot expression,
+	 * then the keys it holds.
+	 */
+	args[0] = ObjectIdGetDatum(relid);
+	args[1] = CStringGetTextDatum(consumer);
+	stream_run_as(stream_catalog_owner(), &save_nestlevel, &save_userid,
+				  &save_sec_context);
+	if (SPI_connect() != SPI_OK_CONNECT)
+		elog(ERROR, "SPI_connect failed");
+	if (SPI_execute_plan(key_order_plan("SELECT key_order = 'until_released', slot_expr "
+										"FROM stream_seq.consumer "
+										"WHERE stream = $1 AND consumer = $2 "
+										"AND key_order IS NOT NULL",
+										2, argtypes),
+						 args, NULL, true, 0) != SPI_OK_SELECT)
+		elog(ERROR, "could not read group \"%s\"", consumer);
+	if (SPI_processed == 0)
+	{
+		/* per-key order was turned off since read_slot() looked */
+		SPI_finish();
+		stream_run_as_end(save_nestlevel, save_userid, save_sec_context);
+		MemoryContextDelete(cxt);
+		result[0] = Int64GetDatum(position);
+		result[1] = Int64GetDatum(read_upto);
+		result_nulls[1] = !have_upto;
+		PG_RETURN_DATUM(HeapTupleGetDatum(heap_form_tuple(tupdesc, result, result_nulls)));
+	}
+	{
+		bool		isnull;
+
+		until_released = DatumGetBool(SPI_getbinval(SPI_tuptable->vals[0],
+													SPI_tuptable->tupdesc, 1, &isnull));
+		slot_expr = MemoryContextStrdup(cxt, SPI_getvalue(SPI_tuptable->vals[0],
+														  SPI_tuptable->tupdesc, 2));
+	}
+	args[2] = BoolGetDatum(until_released);
+	if (SPI_execute_plan(key_order_plan("SELECT DISTINCT q.key FROM stream_seq.parked q "
+										"WHERE q.stream = $1 AND q.consumer = $2 "
+										"AND q.key IS NOT NULL AND "
+										STREAM_KEY_BLOCKS("q", "$3"),
+										3, argtypes),
+						 args, NULL, true, 0) != SPI_OK_SELECT)
+		elog(ERROR, "could not read the held keys of group \"%s\"", consumer);
+	for (i = 0; i < SPI_processed; i++)
+	{
+		char	   *value = SPI_getvalue(SPI_tuptable->vals[i], SPI_tuptable->tupdesc, 1);
+
+		if (value != NULL)
+			(void) keyset_add(held, cxt, value, false);
+	}
+	SPI_finish();
+	stream_run_as_end(save_nestlevel, save_userid, save_sec_context);
+
+	key_expr = stream_group_key_expr(slot_expr);
+	if (key_expr == NULL)
+		ereport(ERROR,
+				(errcode(ERRCODE_OBJECT_NOT_IN_PREREQUISITE_STATE),
+				 errmsg("could not read the key of group \"%s\"", consumer),
+				 errdetail("Its slot expression \"%s\" is not the one create_group() makes.",
+						   slot_expr)));
+	column = quote_identifier(get_attname(relid, ref->seq_attnum, false));
+
+	/*
+	 * The slot's rows, as the caller (as read_slot() reads them), in
+	 * batches, until the page is complete.
+	 */
+	new_position = position;
+	after = position;
+	batch = Min(max_rows, KEY_ORDER_BATCH);
+	save_nestlevel = NewGUCNestLevel();
+	(void) set_config_option("search_path", "pg_catalog, pg_temp",
+							 PGC_USERSET, PGC_S_SESSION,
+							 GUC_ACTION_SAVE, true, 0, false);
+	stream_untracked_statements(false);
+	if (SPI_connect() != SPI_OK_CONNECT)
+		elog(ERROR, "SPI_connect failed");
+	while (!done)
+	{
+		Oid			walk_types[5] = {INT4OID, INT8OID, REGCLASSOID, INT8OID, INT4OID};
+		Datum		walk_args[5];
+		char		walk_nulls[5] = {' ', ' ', ' ', ' ', ' '};
+		uint64		n;
+
+		walk_args[0] = Int32GetDatum(slot);
+		walk_args[1] = Int64GetDatum(after);
+		walk_args[2] = ObjectIdGetDatum(relid);
+		walk_args[3] = Int64GetDatum(read_upto);
+		if (!have_upto)
+			walk_nulls[3] = 'n';
+		/*
+		 * With no key held, the page needs max_rows rows: read no more at
+		 * first; then (a run of held rows) bigger batches.
+		 */
+		walk_args[4] = Int32GetDatum(batch);
+		if (walk == NULL)
+			walk = key_order_plan(psprintf("SELECT t.%s, (%s)::pg_catalog.text FROM %s t "
+										   "WHERE %s = $1 AND t.%s > $2 "
+										   "AND t.%s < stream_seq.horizon($3) "
+										   "AND ($4::pg_catalog.int8 IS NULL OR t.%s <= $4) "
+										   "ORDER BY t.%s LIMIT $5",
+										   column, key_expr, stream_source(relid),
+										   slot_expr, column, column, column, column),
+								  5, walk_types);
+		if (SPI_execute_plan(walk, walk_args, walk_nulls, true, 0) != SPI_OK_SELECT)
+			elog(ERROR, "could not read slot %d of group \"%s\"", slot, consumer);
+		n = SPI_processed;
+		for (i = 0; i < n && !done; i++)
+		{
+			bool		isnull;
+			int64		seq = DatumGetInt64(SPI_getbinval(SPI_tuptable->vals[i],
+														  SPI_tuptable->tupdesc, 1, &isnull));
+			char	   *key = SPI_getvalue(SPI_tuptable->vals[i], SPI_tuptable->tupdesc, 2);
+
+			after = seq;
+			if (key != NULL && keyset_add(held, cxt, key, true))
+			{
+				if (returned > 0)
+				{
+					done = true;
+					break;
+				}
+				old = MemoryContextSwitchTo(cxt);
+				held_seqs = lappend(held_seqs, palloc(sizeof(int64)));
+				*(int64 *) llast(held_seqs) = seq;
+				held_keys = lappend(held_keys, pstrdup(key));
+				MemoryContextSwitchTo(old);
+				new_position = seq;
+				continue;
+			}
+			if (key != NULL && keyset_add(seen, cxt, key, false))
+			{
+				done = true;
+				break;
+			}
+			page_end = seq;
+			if (++returned >= max_rows)
+				done = true;
+		}
+		if (n < (uint64) batch)
+			done = true;
+		batch = KEY_ORDER_BATCH;
+	}
+	SPI_finish();
+	AtEOXact_GUC(false, save_nestlevel);
+
+	/*
+	 * The held rows and the slot's move past them, in the caller's
+	 * transaction, if the worker still holds the slot.
+	 */
+	if (held_seqs != NIL)
+	{
+		int			nheld = list_length(held_seqs);
+		Datum	   *seqs = palloc(sizeof(Datum) * nheld);
+		Datum	   *keys = palloc(sizeof(Datum) * nheld);
+		Oid			park_types[5] = {REGCLASSOID, TEXTOID, INT8ARRAYOID, TEXTARRAYOID,
+		TIMESTAMPTZOID};
+		Datum		park_args[5];
+		Oid			move_types[4] = {REGCLASSOID, TEXTOID, INT4OID, INT8OID};
+		Datum		move_args[4];
+		int64		current;
+		int			k = 0;
+		ListCell   *lc1;
+		ListCell   *lc2;
+
+		if (slot_row(relid, consumer, slot, true, &current) != position ||
+			current != token)
+		{
+			if (current != token)
+				report_lease_lost(consumer, slot, token, current);
+			ereport(ERROR,
+					(errcode(ERRCODE_T_R_SERIALIZATION_FAILURE),
+					 errmsg("could not read slot %d of group \"%s\": it was advanced concurrently",
+							slot, consumer),
+					 errhint("The transaction might succeed if retried.")));
+		}
+		forboth(lc1, held_seqs, lc2, held_keys)
+		{
+			seqs[k] = Int64GetDatum(*(int64 *) lfirst(lc1));
+			keys[k] = CStringGetTextDatum((char *) lfirst(lc2));
+			k++;
+		}
+		park_args[0] = ObjectIdGetDatum(relid);
+		park_args[1] = CStringGetTextDatum(consumer);
+		park_args[2] = PointerGetDatum(construct_array(seqs, nheld, INT8OID, sizeof(int64),
+													   FLOAT8PASSBYVAL, TYPALIGN_DOUBLE));
+		park_args[3] = PointerGetDatum(construct_array(keys, nheld, TEXTOID, -1, false,
+													   TYPALIGN_INT));
+		park_args[4] = TimestampTzGetDatum(GetCurrentTimestamp());
+		stream_catalog_hold(relid, consumer);
+		stream_catalog_exec("INSERT INTO stream_seq.parked "
+							"(stream, consumer, seq, attempts, key, held, first_failed, last_failed) "
+							"SELECT $1, $2, h.seq, 0, h.key, true, $5, $5 "
+							"  FROM ROWS FROM (pg_catalog.unnest($3), pg_catalog.unnest($4)) AS h (seq, key) "
+							"ON CONFLICT (stream, consumer, seq) DO NOTHING",
+							5, park_types, park_args, NULL, 0, NULL);
+		move_args[0] = ObjectIdGetDatum(relid);
+		move_args[1] = CStringGetTextDatum(consumer);
+		move_args[2] = Int32GetDatum(slot);
+		move_args[3] = Int64GetDatum(new_position);
+		stream_catalog_exec("UPDATE stream_seq.consumer_slot "
+							"SET position = $4, advanced_at = pg_catalog.now() "
+							"WHERE stream = $1 AND consumer = $2 AND slot = $3",
+							4, move_types, move_args, NULL, 0, NULL);
+	}
+	MemoryContextDelete(cxt);
+
+	result[0] = Int64GetDatum(new_position);
+	result[1] = Int64GetDatum(returned > 0 ? page_end : new_position);
+	PG_RETURN_DATUM(HeapTupleGetDatum(heap_form_tuple(tupdesc, result, result_nulls)));
 }
 
 /*

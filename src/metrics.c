@@ -109,6 +109,7 @@ enum
 	M_OLDEST_DUE_SECONDS,
 	M_RESIZE_PENDING,
 	M_LEASED,
+	M_HELD,						/* since 0.8.0: the last column */
 	M_NCOLUMNS
 };
 
@@ -133,6 +134,7 @@ typedef struct MetricsConsumer
 	int64		parked;
 	int64		dead_letters;
 	int64		retries_due;
+	int64		held;
 	double		oldest_parked;
 	double		oldest_due;
 	bool		have_backlog;
@@ -225,6 +227,19 @@ metrics_query(const char *sql, int nargs, Oid *argtypes, Datum *values)
 }
 
 /*
+ * metrics_have_held
+ *		Whether the extension's tables have held rows (per-key order): a
+ *		database not yet updated to 0.8.0 has none.
+ */
+static bool
+metrics_have_held(void)
+{
+	Oid			parked = get_relname_relid("parked", stream_namespace(false));
+
+	return OidIsValid(parked) && get_attnum(parked, "held") != InvalidAttrNumber;
+}
+
+/*
  * metrics_read_catalog
  *		Read the streams, and if "want_consumers" the consumers, parked row
  *		counts and slots, as the owner of the extension's tables, which
@@ -259,7 +274,13 @@ metrics_read_catalog(MetricsState *st, bool want_consumers)
 
 	if (want_consumers)
 	{
-		metrics_query("SELECT c.stream::pg_catalog.oid, c.consumer, "
+		/*
+		 * Since 0.8.0 rows held behind a parked row of their key are
+		 * counted apart: not failures, not waiting for a replay by hand.
+		 */
+		bool		have_held = metrics_have_held();
+
+		metrics_query(psprintf("SELECT c.stream::pg_catalog.oid, c.consumer, "
 					  "       COALESCE(c.slots, 0), c.slot_expr, c.position, "
 					  "       pg_catalog.date_part('epoch', pg_catalog.now() - c.advanced_at), "
 					  "       (c.resize_fence IS NOT NULL)::pg_catalog.int4, "
@@ -269,21 +290,24 @@ metrics_read_catalog(MetricsState *st, bool want_consumers)
 					  "       COALESCE(pg_catalog.date_part('epoch', "
 					  "           pg_catalog.now() - k.oldest_unscheduled), 0), "
 					  "       COALESCE(pg_catalog.date_part('epoch', "
-					  "           pg_catalog.now() - k.oldest_due), 0) "
+					  "           pg_catalog.now() - k.oldest_due), 0), "
+					  "       COALESCE(k.held, 0) "
 					  "  FROM stream_seq.consumer c "
 					  "  LEFT JOIN (SELECT x.stream, x.consumer, "
-					  "                    pg_catalog.count(*) FILTER (WHERE NOT x.dead) AS parked, "
+					  "                    pg_catalog.count(*) FILTER (WHERE NOT x.dead AND NOT %1$s) AS parked, "
+					  "                    pg_catalog.count(*) FILTER (WHERE %1$s) AS held, "
 					  "                    pg_catalog.count(*) FILTER (WHERE x.dead) AS dead, "
 					  "                    pg_catalog.count(*) FILTER (WHERE NOT x.dead "
 					  "                        AND x.due_at <= pg_catalog.now()) AS due, "
 					  "                    pg_catalog.min(x.first_failed) FILTER (WHERE NOT x.dead "
-					  "                        AND x.due_at IS NULL) AS oldest_unscheduled, "
+					  "                        AND x.due_at IS NULL AND NOT %1$s) AS oldest_unscheduled, "
 					  "                    pg_catalog.min(x.due_at) FILTER (WHERE NOT x.dead "
 					  "                        AND x.due_at <= pg_catalog.now()) AS oldest_due "
 					  "               FROM stream_seq.parked x WHERE NOT x.resolved "
 					  "              GROUP BY x.stream, x.consumer) k "
 					  "    ON k.stream = c.stream AND k.consumer = c.consumer "
-					  " ORDER BY 1, c.consumer COLLATE \"C\"", 0, NULL, NULL);
+					  " ORDER BY 1, c.consumer COLLATE \"C\"",
+					  have_held ? "x.held" : "false"), 0, NULL, NULL);
 		st->nconsumers = (int) SPI_processed;
 		st->consumers = MemoryContextAllocZero(st->cxt, sizeof(MetricsConsumer) *
 											   Max(st->nconsumers, 1));
@@ -305,6 +329,7 @@ metrics_read_catalog(MetricsState *st, bool want_consumers)
 			mc->retries_due = DatumGetInt64(metrics_datum(i, 10, &isnull));
 			mc->oldest_parked = DatumGetFloat8(metrics_datum(i, 11, &isnull));
 			mc->oldest_due = DatumGetFloat8(metrics_datum(i, 12, &isnull));
+			mc->held = DatumGetInt64(metrics_datum(i, 13, &isnull));
 		}
 
 		metrics_query("SELECT s.stream::pg_catalog.oid, s.consumer, s.slot, s.position, "
@@ -960,6 +985,8 @@ stream_seq_metrics(PG_FUNCTION_ARGS)
 				values[M_OLDEST_PARKED_SECONDS] = Float8GetDatum(Max(mc->oldest_parked, 0));
 				values[M_OLDEST_DUE_SECONDS] = Float8GetDatum(Max(mc->oldest_due, 0));
 				values[M_RESIZE_PENDING] = Int32GetDatum(mc->resize_pending);
+				values[M_HELD] = Int64GetDatum(mc->held);
+				nulls[M_HELD] = false;
 				nulls[M_KIND] = nulls[M_STREAM] = nulls[M_STREAM_NAME] =
 					nulls[M_CONSUMER] = nulls[M_SLOTS] = nulls[M_PARKED] =
 					nulls[M_DEAD_LETTERS] = nulls[M_RETRIES_DUE] =

@@ -27,10 +27,21 @@
  * policy's delay; the maximum still applies.  Without either, a parked
  * row waits for replay(), as before 0.5.0.
  *
- * Order.  Later rows of a parked row's key are not held back: a row that
- * always fails must not stop its key, or its slot, forever; its retry is
- * applied after them.  A worker that needs strict per-key order for a key
- * should not park its rows.
+ * Order.  By default later rows of a parked row's key are not held back:
+ * its retry is applied after them.  A group may keep per-key order
+ * (set_key_order()): park() then records the row's key, and the key is
+ * held while it has a parked row that holds it (not resolved, not released
+ * by release_key(), and not a dead letter unless the group holds keys
+ * until released).  read_slot() parks the later rows of a held key as
+ * held rows (group.c: attempts 0, not failures) and moves the slot past
+ * them, so that the slot's other keys go on; due() and replay() hand back
+ * a keyed row only when no row of its key before it holds the key, so at
+ * most one row of a key per call, in number order, each once the one
+ * before it was applied (its resolution committed).  A held row that then
+ * fails is parked as a failure and holds its key in turn.  Held rows are
+ * unresolved parked rows: trim() and retention keep them, and a resize
+ * changes nothing for them (a key is held by its value, whatever its
+ * slot).
  *
  * Privileges, as for consumers: the consumer's owner or the table's owner,
  * with SELECT on the table.  The rows live in an extension table that only
@@ -51,6 +62,7 @@
 #include "miscadmin.h"
 #include "utils/array.h"
 #include "utils/builtins.h"
+#include "utils/guc.h"
 #include "utils/lsyscache.h"
 #include "utils/timestamp.h"
 
@@ -63,11 +75,17 @@ PG_FUNCTION_INFO_V1(stream_seq_park);
 PG_FUNCTION_INFO_V1(stream_seq_take_parked);
 PG_FUNCTION_INFO_V1(stream_seq_set_retry_policy);
 PG_FUNCTION_INFO_V1(stream_seq_revive);
+PG_FUNCTION_INFO_V1(stream_seq_set_key_order);
+PG_FUNCTION_INFO_V1(stream_seq_release_key);
 
 /* The highest backoff factor: 10^100 seconds still fits a double. */
 #define MAX_RETRY_BACKOFF 10.0
 /* The longest wait before a retry, so that its time stays representable. */
 #define MAX_RETRY_DELAY "100 years"
+/* Whether the consumer $2 of stream $1 holds a key behind a dead letter. */
+#define UNTIL_RELEASED \
+	"COALESCE((SELECT c.key_order = 'until_released' FROM stream_seq.consumer c " \
+	"          WHERE c.stream = $1 AND c.consumer = $2), false)"
 
 /*
  * check_parking_caller
@@ -120,6 +138,66 @@ interval_is_negative(Interval *span)
 	return DatumGetInt32(DirectFunctionCall2(interval_cmp,
 											 IntervalPGetDatum(span),
 											 IntervalPGetDatum(&zero))) < 0;
+}
+
+/*
+ * parked_row_key
+ *		The group key (as text) of row "seq", if the consumer is a group
+ *		that keeps per-key order; NULL otherwise, or if the key is NULL or
+ *		the row is gone.  Read as the caller, who may read the table.
+ */
+static char *
+parked_row_key(Oid relid, const char *consumer, int64 seq)
+{
+	Oid			argtypes[2] = {REGCLASSOID, TEXTOID};
+	Datum		values[2];
+	char	   *slot_expr;
+	char	   *key_expr;
+	char	   *key = NULL;
+	StreamRef  *ref = stream_lookup(relid, false);
+	Oid			row_types[1] = {INT8OID};
+	Datum		row_values[1];
+	int			save_nestlevel;
+	MemoryContext caller_cxt = CurrentMemoryContext;
+
+	values[0] = ObjectIdGetDatum(relid);
+	values[1] = CStringGetTextDatum(consumer);
+	slot_expr = stream_catalog_text("SELECT slot_expr FROM stream_seq.consumer "
+									"WHERE stream = $1 AND consumer = $2 "
+									"AND key_order IS NOT NULL AND slots IS NOT NULL",
+									2, argtypes, values);
+	if (slot_expr == NULL)
+		return NULL;
+	key_expr = stream_group_key_expr(slot_expr);
+	if (key_expr == NULL)
+		ereport(ERROR,
+				(errcode(ERRCODE_OBJECT_NOT_IN_PREREQUISITE_STATE),
+				 errmsg("could not read the key of group \"%s\"", consumer),
+				 errdetail("Its slot expression \"%s\" is not the one create_group() makes.",
+						   slot_expr)));
+	row_values[0] = Int64GetDatum(seq);
+	save_nestlevel = NewGUCNestLevel();
+	(void) set_config_option("search_path", "pg_catalog, pg_temp",
+							 PGC_USERSET, PGC_S_SESSION,
+							 GUC_ACTION_SAVE, true, 0, false);
+	if (SPI_connect() != SPI_OK_CONNECT)
+		elog(ERROR, "SPI_connect failed");
+	if (SPI_execute_with_args(psprintf("SELECT (%s)::pg_catalog.text FROM %s t WHERE t.%s = $1",
+									   key_expr, stream_source(relid),
+									   quote_identifier(get_attname(relid, ref->seq_attnum, false))),
+							  1, row_types, row_values, NULL, true, 1) != SPI_OK_SELECT)
+		elog(ERROR, "could not read row " INT64_FORMAT " of stream table \"%s\"",
+			 seq, stream_rel_name(relid));
+	if (SPI_processed > 0)
+	{
+		char	   *value = SPI_getvalue(SPI_tuptable->vals[0], SPI_tuptable->tupdesc, 1);
+
+		if (value != NULL)
+			key = MemoryContextStrdup(caller_cxt, value);
+	}
+	SPI_finish();
+	AtEOXact_GUC(false, save_nestlevel);
+	return key;
 }
 
 /*
@@ -185,13 +263,42 @@ stream_seq_park(PG_FUNCTION_ARGS)
 	 */
 	values[5] = TimestampTzGetDatum(GetCurrentTimestamp());
 	stream_catalog_hold(relid, consumer);
-	stream_catalog_exec_nulls("INSERT INTO stream_seq.parked "
-							  "(stream, consumer, seq, reason, first_failed, last_failed) "
-							  "VALUES ($1, $2, $3, $4, $6, $6) "
-							  "ON CONFLICT (stream, consumer, seq) DO UPDATE "
-							  "SET attempts = parked.attempts + 1, resolved = false, "
-							  "reason = excluded.reason, last_failed = excluded.last_failed",
-							  6, argtypes, values, nulls);
+	if (stream_have_key_order())
+	{
+		Oid			key_types[7] = {REGCLASSOID, TEXTOID, INT8OID, TEXTOID, INTERVALOID,
+		TIMESTAMPTZOID, TEXTOID};
+		Datum		key_values[7];
+		char		key_nulls[7];
+		char	   *key = parked_row_key(relid, consumer, seq);
+
+		memcpy(key_values, values, sizeof(values));
+		memcpy(key_nulls, nulls, sizeof(nulls));
+		key_values[6] = key ? CStringGetTextDatum(key) : (Datum) 0;
+		key_nulls[6] = key ? ' ' : 'n';
+
+		/*
+		 * A held row that fails is a failure from now on: one attempt,
+		 * holding its key.
+		 */
+		stream_catalog_exec_nulls("INSERT INTO stream_seq.parked "
+								  "(stream, consumer, seq, reason, first_failed, last_failed, key) "
+								  "VALUES ($1, $2, $3, $4, $6, $6, $7) "
+								  "ON CONFLICT (stream, consumer, seq) DO UPDATE "
+								  "SET attempts = parked.attempts + 1, resolved = false, "
+								  "reason = excluded.reason, last_failed = excluded.last_failed, "
+								  "first_failed = CASE WHEN parked.held THEN excluded.first_failed "
+								  "               ELSE parked.first_failed END, "
+								  "held = false",
+								  7, key_types, key_values, key_nulls);
+	}
+	else
+		stream_catalog_exec_nulls("INSERT INTO stream_seq.parked "
+								  "(stream, consumer, seq, reason, first_failed, last_failed) "
+								  "VALUES ($1, $2, $3, $4, $6, $6) "
+								  "ON CONFLICT (stream, consumer, seq) DO UPDATE "
+								  "SET attempts = parked.attempts + 1, resolved = false, "
+								  "reason = excluded.reason, last_failed = excluded.last_failed",
+								  6, argtypes, values, nulls);
 
 	/*
 	 * Then its schedule, from the attempts just counted.  The backoff's
@@ -236,6 +343,7 @@ stream_seq_take_parked(PG_FUNCTION_ARGS)
 	char	   *consumer;
 	int32		max_rows;
 	bool		only_due;
+	bool		key_order;
 	Oid			argtypes[4] = {REGCLASSOID, TEXTOID, INT4OID, TIMESTAMPTZOID};
 	Datum		values[4];
 	int			save_nestlevel;
@@ -256,6 +364,7 @@ stream_seq_take_parked(PG_FUNCTION_ARGS)
 	values[0] = ObjectIdGetDatum(relid);
 	values[1] = CStringGetTextDatum(consumer);
 	values[2] = Int32GetDatum(max_rows);
+	key_order = stream_have_key_order();
 	stream_run_as(stream_catalog_owner(), &save_nestlevel, &save_userid,
 				  &save_sec_context);
 	if (SPI_connect() != SPI_OK_CONNECT)
@@ -309,7 +418,45 @@ stream_seq_take_parked(PG_FUNCTION_ARGS)
 	 * have begun long before (now() is its start).
 	 */
 	values[3] = TimestampTzGetDatum(GetCurrentTimestamp());
-	if (SPI_execute_with_args(only_due ?
+	if (key_order)
+	{
+
+		/*
+		 * Per-key order: a keyed row only when no row of its key before it
+		 * holds the key (seen in this statement's snapshot: a row another
+		 * caller has taken but not committed still holds it), so at most
+		 * one row of a key per call.  A held row is due as soon as that
+		 * is so.  Whether a dead letter holds its key is the group's
+		 * policy, read by the statement.
+		 */
+		if (SPI_execute_with_args(only_due ?
+								  "UPDATE stream_seq.parked p SET resolved = true "
+								  "WHERE (stream, consumer, seq) IN ("
+								  "  SELECT x.stream, x.consumer, x.seq FROM stream_seq.parked x "
+								  "   WHERE x.stream = $1 AND x.consumer = $2 AND NOT x.resolved "
+								  "     AND NOT x.dead AND (x.due_at <= $4 OR x.held) "
+								  "     AND (x.key IS NULL OR NOT EXISTS ("
+								  "          SELECT FROM stream_seq.parked q "
+								  "           WHERE q.stream = x.stream AND q.consumer = x.consumer "
+								  "             AND q.key = x.key AND q.seq < x.seq AND "
+								  STREAM_KEY_BLOCKS("q", UNTIL_RELEASED) ")) "
+								  "   ORDER BY x.seq LIMIT $3 FOR UPDATE OF x SKIP LOCKED) "
+								  "RETURNING p.seq, p.reason, p.attempts" :
+								  "UPDATE stream_seq.parked p SET resolved = true "
+								  "WHERE (stream, consumer, seq) IN ("
+								  "  SELECT x.stream, x.consumer, x.seq FROM stream_seq.parked x "
+								  "   WHERE x.stream = $1 AND x.consumer = $2 AND NOT x.resolved "
+								  "     AND (x.key IS NULL OR NOT EXISTS ("
+								  "          SELECT FROM stream_seq.parked q "
+								  "           WHERE q.stream = x.stream AND q.consumer = x.consumer "
+								  "             AND q.key = x.key AND q.seq < x.seq AND "
+								  STREAM_KEY_BLOCKS("q", UNTIL_RELEASED) ")) "
+								  "   ORDER BY x.seq LIMIT $3 FOR UPDATE OF x SKIP LOCKED) "
+								  "RETURNING p.seq, p.reason, p.attempts",
+								  4, argtypes, values, NULL, false, 0) < 0)
+			elog(ERROR, "could not take parked rows");
+	}
+	else if (SPI_execute_with_args(only_due ?
 							  "UPDATE stream_seq.parked p SET resolved = true "
 							  "WHERE (stream, consumer, seq) IN ("
 							  "  SELECT stream, consumer, seq FROM stream_seq.parked "
@@ -462,4 +609,110 @@ stream_seq_revive(PG_FUNCTION_ARGS)
 													  "WHERE stream = $1 AND consumer = $2 AND dead AND NOT resolved "
 													  "AND ($3::pg_catalog.int8 IS NULL OR seq = $3)",
 													  3, argtypes, values, nulls));
+}
+
+/*
+ * check_key_order_group
+ *		Per-key order needs a group (its key) and a database updated to
+ *		0.8.0.
+ */
+static void
+check_key_order_group(Oid relid, const char *consumer)
+{
+	Oid			owner;
+	int			slots;
+
+	if (!stream_have_key_order())
+		ereport(ERROR,
+				(errcode(ERRCODE_OBJECT_NOT_IN_PREREQUISITE_STATE),
+				 errmsg("per-key order needs the extension's objects of version 0.8.0"),
+				 errhint("Run ALTER EXTENSION stream_seq UPDATE.")));
+	(void) stream_consumer_lookup(relid, consumer, false, &owner, &slots);
+	if (slots == 0)
+		ereport(ERROR,
+				(errcode(ERRCODE_WRONG_OBJECT_TYPE),
+				 errmsg("consumer \"%s\" of stream table \"%s\" is not a group",
+						consumer, stream_rel_name(relid)),
+				 errdetail("Per-key order holds the rows of a group's key; a plain consumer has no key.")));
+}
+
+/*
+ * stream_seq_set_key_order
+ *		SQL: set_key_order(stream, consumer, hold text): the group's per-key
+ *		order, in the caller's transaction.  'until_applied': a parked row
+ *		holds its key until it is applied, and a dead letter lets its key
+ *		go on; 'until_released': a dead letter holds its key until
+ *		release_key(); 'off': keys are not held (rows held before are
+ *		still handed back by due() in order, and new rows of their keys are
+ *		read at once).
+ */
+Datum
+stream_seq_set_key_order(PG_FUNCTION_ARGS)
+{
+	Oid			relid;
+	char	   *consumer;
+	char	   *hold;
+	Oid			argtypes[3] = {REGCLASSOID, TEXTOID, TEXTOID};
+	Datum		values[3];
+	char		nulls[3] = {' ', ' ', ' '};
+
+	consumer = check_parking_caller(fcinfo, 3, "stream table, consumer name and hold");
+	relid = PG_GETARG_OID(0);
+	hold = text_to_cstring(PG_GETARG_TEXT_PP(2));
+	if (strcmp(hold, "until_applied") != 0 && strcmp(hold, "until_released") != 0 &&
+		strcmp(hold, "off") != 0)
+		ereport(ERROR,
+				(errcode(ERRCODE_INVALID_PARAMETER_VALUE),
+				 errmsg("invalid value for hold: \"%s\"", hold),
+				 errhint("Use 'until_applied', 'until_released' or 'off'.")));
+	check_key_order_group(relid, consumer);
+	values[0] = ObjectIdGetDatum(relid);
+	values[1] = CStringGetTextDatum(consumer);
+	if (strcmp(hold, "off") == 0)
+	{
+		values[2] = (Datum) 0;
+		nulls[2] = 'n';
+	}
+	else
+		values[2] = CStringGetTextDatum(hold);
+	stream_catalog_hold(relid, consumer);
+	stream_catalog_exec_nulls("UPDATE stream_seq.consumer SET key_order = $3 "
+							  "WHERE stream = $1 AND consumer = $2",
+							  3, argtypes, values, nulls);
+	PG_RETURN_VOID();
+}
+
+/*
+ * stream_seq_release_key
+ *		SQL: release_key(stream, consumer, key text, reason text): let a
+ *		held key go on, in the caller's transaction: its parked rows that
+ *		hold it (failures and dead letters, not its held rows) are marked
+ *		released with the reason and the time; they stay parked (a dead
+ *		letter stays dead, a scheduled retry is still due) but no longer
+ *		hold the key, whose held rows due() then hands back in order.
+ *		Returns how many rows it released (0: the key was not held by a
+ *		failed row).
+ */
+Datum
+stream_seq_release_key(PG_FUNCTION_ARGS)
+{
+	Oid			relid;
+	char	   *consumer;
+	Oid			argtypes[5] = {REGCLASSOID, TEXTOID, TEXTOID, TEXTOID, TIMESTAMPTZOID};
+	Datum		values[5];
+
+	consumer = check_parking_caller(fcinfo, 4, "stream table, consumer name, key and reason");
+	relid = PG_GETARG_OID(0);
+	check_key_order_group(relid, consumer);
+	values[0] = ObjectIdGetDatum(relid);
+	values[1] = CStringGetTextDatum(consumer);
+	values[2] = PointerGetDatum(PG_GETARG_TEXT_PP(2));
+	values[3] = PointerGetDatum(PG_GETARG_TEXT_PP(3));
+	values[4] = TimestampTzGetDatum(GetCurrentTimestamp());
+	stream_catalog_hold(relid, consumer);
+	PG_RETURN_INT64((int64) stream_catalog_exec("UPDATE stream_seq.parked "
+												"SET released_at = $5, release_reason = $4 "
+												"WHERE stream = $1 AND consumer = $2 AND key = $3 "
+												"AND NOT resolved AND NOT held AND released_at IS NULL",
+												5, argtypes, values, NULL, 0, NULL));
 }

@@ -471,6 +471,8 @@ INSERT INTO fzp (id) SELECT g FROM generate_series(1, 15) g;
 SELECT stream_seq.create_consumer('fz', 'c', 0);
 SELECT stream_seq.create_group('fz', 'g', 'k', 2, 0::bigint);
 SELECT stream_seq.create_group('fz', 'slow', 'public.fz_slowkey(k)', 2, 0::bigint);
+-- per-key order (0.8.0) on the slow group: its reads walk the slot's keys
+SELECT stream_seq.set_key_order('fz', 'slow', 'until_applied');
 SELECT stream_seq.create_consumer('fzp', 'c', 0);
 SELECT stream_seq.set_retention('fz', keep_rows => 5, respect_consumers => false);
 SELECT stream_seq.set_retention('fzp', keep_rows => 5, respect_consumers => false);
@@ -547,7 +549,8 @@ sub sensible_call
 		  : $n eq 'token' ? ($o{slow} ? $o{slow_token} : $o{token})
 		  : $n eq 'worker' ? "'w'"
 		  : $n eq 'lease' ? "'1 min'"
-		  : $n =~ /^(after|start_after|to_position|seq)$/ ? ($f eq 'wait' ? 1000 : 1)
+		  : $n =~ /^(after|start_after|to_position|seq|"position")$/ ? ($f eq 'wait' ? 1000 : 1)
+		  : $n eq 'hold' ? "'until_applied'"
 		  : $n eq 'before' ? 2
 		  : $n eq 'max_rows' ? 10
 		  : $n =~ /^(at|start_at|to_time)$/ ? 'now()'

@@ -236,6 +236,8 @@ is(sample($s, 'stream_seq_consumer_backlog_capped', %a), '0', 'exact');
 is(sample($s, 'stream_seq_consumer_dead_letters', %a), '1', 'audit: a dead letter');
 is(sample($s, 'stream_seq_consumer_parked_rows', %a), '0',
 	'dead letters are not counted as parked');
+is(sample($s, 'stream_seq_consumer_held_rows', %a), '0',
+	'no rows held behind a parked row of their key');
 cmp_ok(sample($s, 'stream_seq_consumer_since_advance_seconds', %a), '>=', 0,
 	'since_advance_seconds');
 is(sample($s, 'stream_seq_consumer_slots', %w), '2', 'workers: 2 slots');
