@@ -1075,11 +1075,11 @@ stream_run_as_end(int save_nestlevel, Oid save_userid, int save_sec_context)
  *		stream_run_as): ordinary roles may not write them, and the SQL entry
  *		points that do run as the caller, having checked the caller's
  *		privileges first.  With a "snapshot", reads see what it sees rather
- *		than what the caller's snapshot does.  Returns the number of rows processed; if "row" is given,
- *		the first "ncols" columns of the first row (all int8, NULL as
- *		PG_INT64_MIN) go there; if "text" is given, the first column of the
- *		first row as text (NULL if none); *found says whether there was a
- *		row.
+ *		than what the caller's snapshot does.  Returns the number of rows
+ *		processed; if "text" is given, the first column of the first row as
+ *		text (NULL if none); if "row" is given, the "ncols" columns of the
+ *		first row that follow it (all int8, NULL as PG_INT64_MIN) go there;
+ *		*found says whether there was a row.
  */
 static uint64
 catalog_exec(const char *sql, int nargs, Oid *argtypes, Datum *values,
@@ -1116,12 +1116,14 @@ catalog_exec(const char *sql, int nargs, Oid *argtypes, Datum *values,
 	{
 		int			i;
 
+		int			first_int = text != NULL ? 2 : 1;
+
 		for (i = 0; row != NULL && i < ncols; i++)
 		{
 			bool		isnull;
 			Datum		value = SPI_getbinval(SPI_tuptable->vals[0],
-											  SPI_tuptable->tupdesc, i + 1,
-											  &isnull);
+											  SPI_tuptable->tupdesc,
+											  first_int + i, &isnull);
 
 			row[i] = isnull ? PG_INT64_MIN : DatumGetInt64(value);
 		}
@@ -1246,6 +1248,23 @@ stream_catalog_text(const char *sql, int nargs, Oid *argtypes, Datum *values)
 	char	   *text;
 
 	(void) catalog_exec(sql, nargs, argtypes, values, NULL, NULL, NULL, 0,
+						&text, NULL);
+	return text;
+}
+
+/*
+ * stream_catalog_text_row
+ *		stream_catalog_text, and the "ncols" int8 columns that follow the
+ *		text in the first row in *row (NULL as PG_INT64_MIN; untouched if
+ *		there is no row): a text and its flags in one query.
+ */
+char *
+stream_catalog_text_row(const char *sql, int nargs, Oid *argtypes,
+						Datum *values, int64 *row, int ncols)
+{
+	char	   *text;
+
+	(void) catalog_exec(sql, nargs, argtypes, values, NULL, NULL, row, ncols,
 						&text, NULL);
 	return text;
 }

@@ -73,6 +73,9 @@ extern uint64 stream_catalog_exec_in(const char *sql, Snapshot snapshot,
 									 int64 *row, int ncols, bool *found);
 extern char *stream_catalog_text(const char *sql, int nargs, Oid *argtypes,
 								 Datum *values);
+extern char *stream_catalog_text_row(const char *sql, int nargs,
+									 Oid *argtypes, Datum *values,
+									 int64 *row, int ncols);
 extern uint64 stream_catalog_rows(const char *sql, int nargs, Oid *argtypes,
 								  Datum *values, int ncols, int64 **rows);
 extern uint64 stream_caller_exec(const char *sql, int nargs, Oid *argtypes,

@@ -599,22 +599,24 @@ stream_seq_slot_state(PG_FUNCTION_ARGS)
 	args[1] = CStringGetTextDatum(consumer);
 	if (get_call_result_type(fcinfo, NULL, &tupdesc) != TYPEFUNC_COMPOSITE)
 		elog(ERROR, "return type must be a row type");
-	/* since 0.8.0: whether the group keeps per-key order (parking.c) */
-	slot_expr = stream_catalog_text(tupdesc->natts > 4 ?
-									"SELECT slot_expr || (key_order IS NOT NULL)::pg_catalog.int4 "
-									"FROM stream_seq.consumer "
-									"WHERE stream = $1 AND consumer = $2" :
-									"SELECT slot_expr FROM stream_seq.consumer "
-									"WHERE stream = $1 AND consumer = $2",
-									2, argtypes, args);
+	/*
+	 * and whether the group keeps per-key order (parking.c), where the SQL
+	 * objects (0.8.0 and later) ask
+	 */
 	if (tupdesc->natts > 4)
 	{
-		size_t		len = strlen(slot_expr);
+		int64		key_order = 0;
 
-		values[4] = BoolGetDatum(slot_expr[len - 1] == '1');
-		slot_expr[len - 1] = '\0';
-		nulls[4] = false;
+		slot_expr = stream_catalog_text_row("SELECT slot_expr, (key_order IS NOT NULL)::pg_catalog.int8 "
+											"FROM stream_seq.consumer "
+											"WHERE stream = $1 AND consumer = $2",
+											2, argtypes, args, &key_order, 1);
+		values[4] = BoolGetDatum(key_order == 1);
 	}
+	else
+		slot_expr = stream_catalog_text("SELECT slot_expr FROM stream_seq.consumer "
+										"WHERE stream = $1 AND consumer = $2",
+										2, argtypes, args);
 	values[0] = Int64GetDatum(position);
 	values[1] = CStringGetTextDatum(slot_expr);
 	values[2] = CStringGetDatum(get_attname(relid, ref->seq_attnum, false));
