@@ -292,6 +292,30 @@ CLUSTER ddl USING ddl_id;
 COMMIT;
 SELECT id, seq > 3 AS numbered_above FROM ddl ORDER BY seq;
 SELECT check_all('ddl');
+-- rows the transaction updated after the rewrite or TRUNCATE (the
+-- version found by reading the table is the update's) or before it (the
+-- rewrite copies the live version), HOT or not, are numbered too
+SELECT max(seq) AS before_max FROM ddl \gset
+BEGIN;
+INSERT INTO ddl VALUES (9, 9), (10, 10);
+TRUNCATE ddl;
+INSERT INTO ddl VALUES (11, 11), (12, 12), (13, 13);
+UPDATE ddl SET v = -11 WHERE id = 11;
+UPDATE ddl SET id = -12 WHERE id = 12;
+UPDATE ddl SET v = -12 WHERE id = -12;
+COMMIT;
+SELECT id, v, seq > :before_max AS numbered_above FROM ddl ORDER BY id;
+BEGIN;
+INSERT INTO ddl VALUES (14, 14), (15, 15);
+UPDATE ddl SET v = -14 WHERE id = 14;
+CLUSTER ddl USING ddl_id;
+UPDATE ddl SET v = -15 WHERE id = 15;
+ALTER TABLE ddl ALTER COLUMN v TYPE numeric;
+UPDATE ddl SET v = -13 WHERE id = 13;
+COMMIT;
+SELECT id, v, seq > :before_max AS numbered_above FROM ddl ORDER BY id;
+SELECT count(*) AS unnumbered FROM ddl WHERE seq <= 0;
+SELECT check_all('ddl');
 BEGIN;
 INSERT INTO ddl VALUES (7, 7);
 SELECT stream_seq.disable('ddl');

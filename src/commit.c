@@ -117,6 +117,9 @@ typedef struct TableWrite
 	AttrNumber	time_attnum;
 	TimestampTz at;				/* the time of the stream's reservation */
 	bool		in_place;		/* rows may be numbered in place */
+	bool		scanned;		/* the rows were found by reading the table
+								 * (rows_of_rewritten): each is the version
+								 * that is live now */
 	bool		needs_tuples;	/* some index needs the numbered row */
 	int			nindexes;
 	WriteIndex *indexes;
@@ -870,10 +873,20 @@ retry:
 		if (HeapTupleHeaderXminInvalid(htup) ||
 			!TransactionIdIsCurrentTransactionId(HeapTupleHeaderGetRawXmin(htup)))
 			continue;
-		/* an UPDATE's version: reached from the version it updated */
+		/*
+		 * An UPDATE's version: reached from the version it updated, which
+		 * was captured too.  Found by reading a rewritten table, it is the
+		 * row's live version and the version it updated is gone: numbered
+		 * by the ordinary update (a heap-only version cannot take an index
+		 * entry of its own).
+		 */
 		if ((htup->t_infomask & HEAP_UPDATED) != 0 ||
 			HeapTupleHeaderIsHeapOnly(htup))
+		{
+			if (tw->scanned)
+				page_updates = lappend(page_updates, &rows[i]);
 			continue;
+		}
 		if (!tw->in_place ||
 			(htup->t_infomask & HEAP_XMAX_INVALID) == 0 ||
 			HeapTupleHeaderXminFrozen(htup) ||
@@ -995,10 +1008,12 @@ compare_pass_rows(const void *a, const void *b)
  * write_table
  *		Number the rows "rows" of one table, page by page, then by an
  *		ordinary update those the in-place write does not serve.
+ *		"scanned": the rows were found by reading the table (see
+ *		rows_of_rewritten), not captured.
  */
 static void
 write_table(Relation rel, StreamTarget *target, PassStream *ps,
-			PassRow *rows, int64 nrows)
+			PassRow *rows, int64 nrows, bool scanned)
 {
 	TableWrite	tw;
 	List	   *updates = NIL;
@@ -1024,6 +1039,7 @@ write_table(Relation rel, StreamTarget *target, PassStream *ps,
 	}
 
 	open_table_write(&tw, rel, target, ps);
+	tw.scanned = scanned;
 	i = 0;
 	while (i < nrows)
 	{
@@ -1072,8 +1088,13 @@ rows_of_rewritten(Relation rel, StreamTarget *target, int64 *nrows)
 		bool		isnull;
 		Datum		value;
 
-		if (!TransactionIdIsCurrentTransactionId(HeapTupleHeaderGetRawXmin(tuple->t_data)) ||
-			(tuple->t_data->t_infomask & HEAP_UPDATED) != 0)
+		/*
+		 * A version this transaction stored, by INSERT or by UPDATE: the
+		 * scan returns the live version of each row only, so a version an
+		 * UPDATE stored is the one to number (the version it replaced,
+		 * which would lead the write to it, is not returned).
+		 */
+		if (!TransactionIdIsCurrentTransactionId(HeapTupleHeaderGetRawXmin(tuple->t_data)))
 			continue;
 		value = heap_getattr(tuple, target->seq_attnum, RelationGetDescr(rel),
 							 &isnull);
@@ -1226,7 +1247,7 @@ number_captured_rows(void)
 			continue;
 		if (rel_nrows[r] > 0)
 			write_table(relations[r], targets[r], &streams[stream_of[r]],
-						rel_rows[r], rel_nrows[r]);
+						rel_rows[r], rel_nrows[r], rewritten[r]);
 		table_close(relations[r], NoLock);
 	}
 
