@@ -326,6 +326,31 @@ INSERT INTO ddl VALUES (8, 8);
 DROP TABLE ddl;
 COMMIT;
 
+-- a cancel that arrives while the commit numbers the rows (here sent by
+-- the transaction's last deferred trigger, just before) aborts the
+-- commit: the rows are not committed, and the session and the stream go
+-- on
+CREATE TABLE cancelled (id int, seq bigint);
+SELECT stream_seq.enable('cancelled');
+INSERT INTO cancelled VALUES (0);
+CREATE FUNCTION cancel_own_backend() RETURNS trigger LANGUAGE plpgsql AS $$
+BEGIN
+  RETURN CASE WHEN pg_cancel_backend(pg_backend_pid()) THEN NULL END;
+END $$;
+CREATE TABLE cancelling (id int);
+CREATE CONSTRAINT TRIGGER cancelling AFTER INSERT ON cancelling
+  DEFERRABLE INITIALLY DEFERRED FOR EACH ROW EXECUTE FUNCTION cancel_own_backend();
+BEGIN;
+INSERT INTO cancelled SELECT g FROM generate_series(1, 100) g;
+INSERT INTO cancelling VALUES (1);
+COMMIT;
+\echo :LAST_ERROR_SQLSTATE
+SELECT count(*) FROM cancelled;
+INSERT INTO cancelled VALUES (101);
+SELECT id, seq > 1 AS numbered_after, seq < stream_seq.horizon('cancelled') AS readable
+  FROM cancelled ORDER BY seq;
+SELECT check_all('cancelled');
+
 -- PREPARE TRANSACTION of a transaction that stored stream rows is
 -- refused, and leaves nothing
 CREATE TABLE h3 (id int, seq bigint);

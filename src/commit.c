@@ -1048,6 +1048,14 @@ write_table(Relation rel, StreamTarget *target, PassStream *ps,
 
 		while (j < nrows && ItemPointerGetBlockNumber(&rows[j].tid) == blkno)
 			j++;
+
+		/*
+		 * A cancel between two pages (no lock held) aborts the
+		 * transaction, as an error of the write does: the rows numbered
+		 * so far die with it, their numbers a gap.  Without it a commit
+		 * of millions of rows could not be cancelled or terminated.
+		 */
+		CHECK_FOR_INTERRUPTS();
 		write_page(&tw, ps, blkno, &rows[i], (int) (j - i), &updates);
 		i = j;
 	}
@@ -1060,6 +1068,7 @@ write_table(Relation rel, StreamTarget *target, PassStream *ps,
 	{
 		PassRow    *row = lfirst(lc);
 
+		CHECK_FOR_INTERRUPTS();
 		if (update_row(&tw, &row->tid, ps->lo + row->rank, ps->at))
 			note_written(ps, ps->lo + row->rank);
 	}
