@@ -316,6 +316,20 @@ COMMIT;
 SELECT id, v, seq > :before_max AS numbered_above FROM ddl ORDER BY id;
 SELECT count(*) AS unnumbered FROM ddl WHERE seq <= 0;
 SELECT check_all('ddl');
+-- a second capture index is refused (it would record every row twice,
+-- and a transaction's rows would not get consecutive numbers); REINDEX
+-- rebuilds the one there is
+CREATE INDEX ddl_capture2 ON ddl USING stream_seq_capture (seq);
+\echo :LAST_ERROR_SQLSTATE
+CREATE INDEX CONCURRENTLY ddl_capture2 ON ddl USING stream_seq_capture (v);
+\echo :LAST_ERROR_SQLSTATE
+CREATE INDEX IF NOT EXISTS ddl_stream_seq_capture ON ddl USING stream_seq_capture (seq);
+SELECT count(*) AS capture_indexes FROM pg_index i JOIN pg_class c ON c.oid = i.indexrelid
+  JOIN pg_am a ON a.oid = c.relam WHERE i.indrelid = 'ddl'::regclass AND a.amname = 'stream_seq_capture';
+REINDEX TABLE CONCURRENTLY ddl;
+SELECT max(seq) AS before_max FROM ddl \gset
+INSERT INTO ddl VALUES (16, 16), (17, 17), (18, 18);
+SELECT id, seq - :before_max AS after_max FROM ddl WHERE id >= 16 ORDER BY seq;
 BEGIN;
 INSERT INTO ddl VALUES (7, 7);
 SELECT stream_seq.disable('ddl');
