@@ -339,6 +339,22 @@ BEGIN;
 INSERT INTO ddl VALUES (8, 8);
 DROP TABLE ddl;
 COMMIT;
+-- a partition detached after rows were stored in it leaves the stream
+-- with them: they keep the placeholders, the stream's other rows of the
+-- transaction are numbered
+CREATE TABLE parted (k int, id int) PARTITION BY LIST (k);
+CREATE TABLE parted1 PARTITION OF parted FOR VALUES IN (1);
+CREATE TABLE parted2 PARTITION OF parted FOR VALUES IN (2);
+SELECT stream_seq.enable('parted', time_column => 'at');
+BEGIN;
+INSERT INTO parted (k, id) VALUES (1, 1), (2, 2);
+ALTER TABLE parted DETACH PARTITION parted1;
+INSERT INTO parted (k, id) VALUES (2, 3);
+COMMIT;
+SELECT tableoid::regclass, id, seq, at > '-infinity' AS timed FROM parted ORDER BY seq;
+SELECT tableoid::regclass, id, seq, at FROM parted1;
+SELECT check_all('parted2');
+DROP TABLE parted, parted1;
 
 -- a cancel that arrives while the commit numbers the rows (here sent by
 -- the transaction's last deferred trigger, just before) aborts the

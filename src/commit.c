@@ -1126,6 +1126,24 @@ rows_of_rewritten(Relation rel, StreamTarget *target, int64 *nrows)
 }
 
 /*
+ * still_in_stream
+ *		Whether "rel", whose rows were captured as those of a stream table
+ *		or of a partition of one, still is one: DDL of the transaction
+ *		since (DETACH PARTITION, DROP EXTENSION ... CASCADE) may have taken
+ *		it out, and its rows have no stream to be numbered in.  Looked up
+ *		only when its relcache entry was invalidated since the capture.
+ */
+static bool
+still_in_stream(Relation rel, CapturedRel *crel)
+{
+	if (crel->target->valid)
+		return true;
+	if (rel->rd_rel->relispartition)
+		return OidIsValid(stream_root_of(RelationGetRelid(rel)));
+	return stream_catalog_has(RelationGetRelid(rel));
+}
+
+/*
  * number_captured_rows
  *		The commit-time write (see the top of the file).
  */
@@ -1179,6 +1197,12 @@ number_captured_rows(void)
 			continue;			/* dropped since */
 		/* locked since its rows were stored, by the statements that did */
 		relations[r] = table_open(rels[r].relid, NoLock);
+		if (!still_in_stream(relations[r], &rels[r]))
+		{
+			table_close(relations[r], NoLock);
+			relations[r] = NULL;
+			continue;			/* no longer a stream */
+		}
 		targets[r] = stream_capture_target(&rels[r]);
 		ref = stream_lookup(targets[r]->stream, true);
 		if (ref == NULL)
