@@ -316,6 +316,28 @@ COMMIT;
 SELECT id, v, seq > :before_max AS numbered_above FROM ddl ORDER BY id;
 SELECT count(*) AS unnumbered FROM ddl WHERE seq <= 0;
 SELECT check_all('ddl');
+-- a table whose storage the transaction created (CREATE TABLE, or a
+-- TRUNCATE before) is truncated in place by a TRUNCATE: the rows
+-- captured before it point past the table's end, or at rows stored since
+BEGIN;
+CREATE TABLE fresh (id int, payload text, seq bigint);
+SELECT stream_seq.enable('fresh');
+INSERT INTO fresh SELECT g, repeat('p', 1000) FROM generate_series(1, 20) g;
+TRUNCATE fresh;
+INSERT INTO fresh VALUES (21, 'a'), (22, 'b');
+UPDATE fresh SET payload = 'bb' WHERE id = 22;
+COMMIT;
+SELECT id, payload, seq > 0 AS numbered FROM fresh ORDER BY seq;
+SELECT count(DISTINCT seq) AS distinct_numbers FROM fresh;
+BEGIN;
+TRUNCATE fresh;
+INSERT INTO fresh SELECT g FROM generate_series(23, 27) g;
+TRUNCATE fresh;
+COMMIT;
+SELECT count(*) FROM fresh;
+SELECT check_all('fresh');
+DROP TABLE fresh;
+
 -- a second capture index is refused (it would record every row twice,
 -- and a transaction's rows would not get consecutive numbers); REINDEX
 -- rebuilds the one there is

@@ -1018,6 +1018,7 @@ write_table(Relation rel, StreamTarget *target, PassStream *ps,
 	TableWrite	tw;
 	List	   *updates = NIL;
 	ListCell   *lc;
+	BlockNumber nblocks = InvalidBlockNumber;	/* no page is past the end */
 	bool		sorted = true;
 	int64		i;
 	int64		kept;
@@ -1038,6 +1039,17 @@ write_table(Relation rel, StreamTarget *target, PassStream *ps,
 		nrows = kept;
 	}
 
+	/*
+	 * A table whose storage this transaction created (CREATE TABLE, or a
+	 * TRUNCATE or rewrite earlier in it) is truncated in place by a
+	 * TRUNCATE, keeping its storage: rows captured before point past its
+	 * end (they are gone), or at rows stored since, captured again later
+	 * (the later capture is kept, above).
+	 */
+	if (rel->rd_createSubid != InvalidSubTransactionId ||
+		rel->rd_firstRelfilenodeSubid != InvalidSubTransactionId)
+		nblocks = RelationGetNumberOfBlocks(rel);
+
 	open_table_write(&tw, rel, target, ps);
 	tw.scanned = scanned;
 	i = 0;
@@ -1048,6 +1060,11 @@ write_table(Relation rel, StreamTarget *target, PassStream *ps,
 
 		while (j < nrows && ItemPointerGetBlockNumber(&rows[j].tid) == blkno)
 			j++;
+		if (blkno >= nblocks)
+		{
+			i = j;
+			continue;
+		}
 
 		/*
 		 * A cancel between two pages (no lock held) aborts the
