@@ -402,6 +402,8 @@ INSERT INTO cancelled VALUES (101);
 SELECT id, seq > 1 AS numbered_after, seq < stream_seq.horizon('cancelled') AS readable
   FROM cancelled ORDER BY seq;
 SELECT check_all('cancelled');
+DROP TABLE cancelled, cancelling;
+DROP FUNCTION cancel_own_backend();
 
 -- PREPARE TRANSACTION of a transaction that stored stream rows is
 -- refused, and leaves nothing
