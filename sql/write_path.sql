@@ -405,6 +405,23 @@ SELECT check_all('cancelled');
 DROP TABLE cancelled, cancelling;
 DROP FUNCTION cancel_own_backend();
 
+-- a cursor WITH HOLD of the inserting transaction is read at its commit,
+-- before the numbering: it shows the placeholders after the commit
+CREATE TABLE held (id int, seq bigint);
+SELECT stream_seq.enable('held', time_column => 'at');
+BEGIN;
+INSERT INTO held VALUES (1);
+DECLARE held_rows CURSOR WITH HOLD FOR SELECT id, seq, at FROM held;
+DECLARE held_readable CURSOR WITH HOLD FOR
+  SELECT id FROM held WHERE seq > 0 AND seq < stream_seq.horizon('held');
+COMMIT;
+FETCH ALL FROM held_rows;
+FETCH ALL FROM held_readable;
+CLOSE held_rows;
+CLOSE held_readable;
+SELECT id, seq > 0 AS numbered, at > '-infinity' AS timed FROM held;
+DROP TABLE held;
+
 -- PREPARE TRANSACTION of a transaction that stored stream rows is
 -- refused, and leaves nothing
 CREATE TABLE h3 (id int, seq bigint);
