@@ -208,7 +208,10 @@ RESET stream_seq.in_place;
 INSERT INTO h2 VALUES (7, 'f');
 SELECT * FROM versions('h2');
 SELECT check_all('h2');
--- (4) COPY ... FREEZE: the rows are visible to others at once
+-- not by an update: COPY ... FREEZE, whose frozen rows every snapshot that
+-- can read the table sees at once; their storage is new in the loading
+-- transaction, which no other session reads before the commit, so they
+-- are numbered in place (one version each)
 CREATE TABLE frozen (id int, seq bigint);
 BEGIN;
 TRUNCATE frozen;
@@ -222,6 +225,7 @@ COPY frozen (id) FROM STDIN (FREEZE);
 \.
 COMMIT;
 SELECT id, seq FROM frozen ORDER BY seq;
+SELECT * FROM versions('frozen');
 SELECT check_all('frozen');
 
 -- an index that uses the whole row covers the number too

@@ -25,10 +25,11 @@
  * which an in-place write would leave pointing at a numbered row); for a
  * row inserted without the placeholders (a NULL written explicitly); a
  * row the transaction updated, locked or deleted before commit (its live
- * version is followed, or none numbered); a row COPY ... FREEZE stored
- * frozen (other snapshots may see it at once).  A captured row that is
- * gone (deleted, super-deleted by INSERT ... ON CONFLICT) leaves a gap in
- * the numbers, which is allowed.
+ * version is followed, or none numbered).  A row COPY ... FREEZE stored
+ * frozen is numbered in place: its table's storage is new in the
+ * transaction, unreadable to other sessions until the commit.  A
+ * captured row that is gone (deleted, super-deleted by INSERT ... ON
+ * CONFLICT) leaves a gap in the numbers, which is allowed.
  *
  * A table whose storage changed after rows were captured in it (TRUNCATE,
  * ALTER TABLE rewriting it, CLUSTER, in this transaction) is read whole
@@ -117,6 +118,9 @@ typedef struct TableWrite
 	AttrNumber	time_attnum;
 	TimestampTz at;				/* the time of the stream's reservation */
 	bool		in_place;		/* rows may be numbered in place */
+	bool		new_storage;	/* the table's storage was created by this
+								 * transaction: no other session can have
+								 * read its pages */
 	bool		scanned;		/* the rows were found by reading the table
 								 * (rows_of_rewritten): each is the version
 								 * that is live now */
@@ -887,10 +891,19 @@ retry:
 				page_updates = lappend(page_updates, &rows[i]);
 			continue;
 		}
+		/*
+		 * A row COPY ... FREEZE stored frozen is visible to every snapshot
+		 * that can read the table, older ones included.  Its table's
+		 * storage is new in this transaction (COPY FREEZE needs it), so no
+		 * other session can read the page before the commit, and the
+		 * number written in place is what every snapshot sees of it
+		 * afterwards; an update would leave older snapshots the frozen
+		 * version with the placeholder.
+		 */
 		if (!tw->in_place ||
 			(htup->t_infomask & HEAP_XMAX_INVALID) == 0 ||
-			HeapTupleHeaderXminFrozen(htup) ||
-			HeapTupleHeaderXminCommitted(htup))
+			(HeapTupleHeaderXminCommitted(htup) &&
+			 !(HeapTupleHeaderXminFrozen(htup) && tw->new_storage)))
 		{
 			page_updates = lappend(page_updates, &rows[i]);
 			continue;
@@ -1019,6 +1032,7 @@ write_table(Relation rel, StreamTarget *target, PassStream *ps,
 	List	   *updates = NIL;
 	ListCell   *lc;
 	BlockNumber nblocks = InvalidBlockNumber;	/* no page is past the end */
+	bool		new_storage;
 	bool		sorted = true;
 	int64		i;
 	int64		kept;
@@ -1046,11 +1060,13 @@ write_table(Relation rel, StreamTarget *target, PassStream *ps,
 	 * end (they are gone), or at rows stored since, captured again later
 	 * (the later capture is kept, above).
 	 */
-	if (rel->rd_createSubid != InvalidSubTransactionId ||
-		rel->rd_firstRelfilenodeSubid != InvalidSubTransactionId)
+	new_storage = rel->rd_createSubid != InvalidSubTransactionId ||
+		rel->rd_firstRelfilenodeSubid != InvalidSubTransactionId;
+	if (new_storage)
 		nblocks = RelationGetNumberOfBlocks(rel);
 
 	open_table_write(&tw, rel, target, ps);
+	tw.new_storage = new_storage;
 	tw.scanned = scanned;
 	i = 0;
 	while (i < nrows)
