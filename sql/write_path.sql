@@ -356,6 +356,19 @@ REINDEX TABLE CONCURRENTLY ddl;
 SELECT max(seq) AS before_max FROM ddl \gset
 INSERT INTO ddl VALUES (16, 16), (17, 17), (18, 18);
 SELECT id, seq - :before_max AS after_max FROM ddl WHERE id >= 16 ORDER BY seq;
+-- a copy of the stream's definition (LIKE ... INCLUDING ALL) has its
+-- capture index and placeholder defaults, but is no stream: its rows are
+-- not captured, and rows copied from the stream keep their numbers
+CREATE TABLE ddl_copy (LIKE ddl INCLUDING ALL);
+INSERT INTO ddl_copy SELECT * FROM ddl;
+INSERT INTO ddl_copy (id, v) VALUES (100, 100);
+COPY ddl_copy (id, v) FROM STDIN;
+101	101
+\.
+SELECT count(*) AS copied, count(*) FILTER (WHERE seq = 0) AS placeholders,
+       count(DISTINCT seq) FILTER (WHERE seq > 0) AS distinct_numbers FROM ddl_copy;
+SELECT count(*) AS ddl_rows FROM ddl;
+DROP TABLE ddl_copy;
 BEGIN;
 INSERT INTO ddl VALUES (7, 7);
 SELECT stream_seq.disable('ddl');
