@@ -1061,7 +1061,7 @@ write_table(Relation rel, StreamTarget *target, PassStream *ps,
 	 * (the later capture is kept, above).
 	 */
 	new_storage = rel->rd_createSubid != InvalidSubTransactionId ||
-		rel->rd_firstRelfilenodeSubid != InvalidSubTransactionId;
+		stream_rel_first_storage_subid(rel) != InvalidSubTransactionId;
 	if (new_storage)
 		nblocks = RelationGetNumberOfBlocks(rel);
 
