@@ -437,6 +437,22 @@ FETCH ALL FROM held_readable;
 CLOSE held_rows;
 CLOSE held_readable;
 SELECT id, seq > 0 AS numbered, at > '-infinity' AS timed FROM held;
+-- so is the query of a procedure's FOR loop that commits inside the loop
+CREATE PROCEDURE held_loop() LANGUAGE plpgsql AS $$
+DECLARE
+  r record;
+BEGIN
+  INSERT INTO held VALUES (2), (3);
+  FOR r IN SELECT id, seq FROM held WHERE id > 1 ORDER BY id LOOP
+    RAISE NOTICE 'row % read with number %', r.id, r.seq;
+    COMMIT;
+  END LOOP;
+END $$;
+SET client_min_messages = notice;
+CALL held_loop();
+SET client_min_messages = warning;
+SELECT id, seq > 0 AS numbered FROM held ORDER BY id;
+DROP PROCEDURE held_loop();
 DROP TABLE held;
 
 -- PREPARE TRANSACTION of a transaction that stored stream rows is
