@@ -84,6 +84,21 @@ INSERT INTO legacy (payload) VALUES ('f');
 SELECT seq, payload FROM legacy ORDER BY seq;
 SELECT stream_seq.head('legacy'), stream_seq.horizon('legacy');
 
+-- numbers below 1 are refused (the stream's index leaves them out, and 0
+-- is the placeholder of an unnumbered row), and the refusal changes
+-- nothing; set to NULL, they are numbered
+CREATE TABLE nonpositive (id int, seq bigint);
+INSERT INTO nonpositive VALUES (1, 0), (2, NULL), (3, -5), (4, 7);
+SELECT stream_seq.enable('nonpositive');
+\echo :LAST_ERROR_SQLSTATE
+SELECT count(*) AS indexes FROM pg_index WHERE indrelid = 'nonpositive'::regclass;
+SELECT pg_get_expr(adbin, adrelid) FROM pg_attrdef WHERE adrelid = 'nonpositive'::regclass;
+UPDATE nonpositive SET seq = NULL WHERE seq <= 0;
+SELECT stream_seq.enable('nonpositive');
+SELECT id, seq FROM nonpositive ORDER BY seq;
+SELECT stream_seq.disable('nonpositive');
+DROP TABLE nonpositive;
+
 -- an existing unique index on the column is reused
 CREATE TABLE ev_idx (seq bigint UNIQUE, payload text);
 SELECT stream_seq.enable('ev_idx');

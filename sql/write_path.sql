@@ -208,7 +208,10 @@ RESET stream_seq.in_place;
 INSERT INTO h2 VALUES (7, 'f');
 SELECT * FROM versions('h2');
 SELECT check_all('h2');
--- (4) COPY ... FREEZE: the rows are visible to others at once
+-- not by an update: COPY ... FREEZE, whose frozen rows every snapshot that
+-- can read the table sees at once; their storage is new in the loading
+-- transaction, which no other session reads before the commit, so they
+-- are numbered in place (one version each)
 CREATE TABLE frozen (id int, seq bigint);
 BEGIN;
 TRUNCATE frozen;
@@ -222,6 +225,7 @@ COPY frozen (id) FROM STDIN (FREEZE);
 \.
 COMMIT;
 SELECT id, seq FROM frozen ORDER BY seq;
+SELECT * FROM versions('frozen');
 SELECT check_all('frozen');
 
 -- an index that uses the whole row covers the number too
@@ -292,6 +296,79 @@ CLUSTER ddl USING ddl_id;
 COMMIT;
 SELECT id, seq > 3 AS numbered_above FROM ddl ORDER BY seq;
 SELECT check_all('ddl');
+-- rows the transaction updated after the rewrite or TRUNCATE (the
+-- version found by reading the table is the update's) or before it (the
+-- rewrite copies the live version), HOT or not, are numbered too
+SELECT max(seq) AS before_max FROM ddl \gset
+BEGIN;
+INSERT INTO ddl VALUES (9, 9), (10, 10);
+TRUNCATE ddl;
+INSERT INTO ddl VALUES (11, 11), (12, 12), (13, 13);
+UPDATE ddl SET v = -11 WHERE id = 11;
+UPDATE ddl SET id = -12 WHERE id = 12;
+UPDATE ddl SET v = -12 WHERE id = -12;
+COMMIT;
+SELECT id, v, seq > :before_max AS numbered_above FROM ddl ORDER BY id;
+BEGIN;
+INSERT INTO ddl VALUES (14, 14), (15, 15);
+UPDATE ddl SET v = -14 WHERE id = 14;
+CLUSTER ddl USING ddl_id;
+UPDATE ddl SET v = -15 WHERE id = 15;
+ALTER TABLE ddl ALTER COLUMN v TYPE numeric;
+UPDATE ddl SET v = -13 WHERE id = 13;
+COMMIT;
+SELECT id, v, seq > :before_max AS numbered_above FROM ddl ORDER BY id;
+SELECT count(*) AS unnumbered FROM ddl WHERE seq <= 0;
+SELECT check_all('ddl');
+-- a table whose storage the transaction created (CREATE TABLE, or a
+-- TRUNCATE before) is truncated in place by a TRUNCATE: the rows
+-- captured before it point past the table's end, or at rows stored since
+BEGIN;
+CREATE TABLE fresh (id int, payload text, seq bigint);
+SELECT stream_seq.enable('fresh');
+INSERT INTO fresh SELECT g, repeat('p', 1000) FROM generate_series(1, 20) g;
+TRUNCATE fresh;
+INSERT INTO fresh VALUES (21, 'a'), (22, 'b');
+UPDATE fresh SET payload = 'bb' WHERE id = 22;
+COMMIT;
+SELECT id, payload, seq > 0 AS numbered FROM fresh ORDER BY seq;
+SELECT count(DISTINCT seq) AS distinct_numbers FROM fresh;
+BEGIN;
+TRUNCATE fresh;
+INSERT INTO fresh SELECT g FROM generate_series(23, 27) g;
+TRUNCATE fresh;
+COMMIT;
+SELECT count(*) FROM fresh;
+SELECT check_all('fresh');
+DROP TABLE fresh;
+
+-- a second capture index is refused (it would record every row twice,
+-- and a transaction's rows would not get consecutive numbers); REINDEX
+-- rebuilds the one there is
+CREATE INDEX ddl_capture2 ON ddl USING stream_seq_capture (seq);
+\echo :LAST_ERROR_SQLSTATE
+CREATE INDEX CONCURRENTLY ddl_capture2 ON ddl USING stream_seq_capture (v);
+\echo :LAST_ERROR_SQLSTATE
+CREATE INDEX IF NOT EXISTS ddl_stream_seq_capture ON ddl USING stream_seq_capture (seq);
+SELECT count(*) AS capture_indexes FROM pg_index i JOIN pg_class c ON c.oid = i.indexrelid
+  JOIN pg_am a ON a.oid = c.relam WHERE i.indrelid = 'ddl'::regclass AND a.amname = 'stream_seq_capture';
+REINDEX TABLE CONCURRENTLY ddl;
+SELECT max(seq) AS before_max FROM ddl \gset
+INSERT INTO ddl VALUES (16, 16), (17, 17), (18, 18);
+SELECT id, seq - :before_max AS after_max FROM ddl WHERE id >= 16 ORDER BY seq;
+-- a copy of the stream's definition (LIKE ... INCLUDING ALL) has its
+-- capture index and placeholder defaults, but is no stream: its rows are
+-- not captured, and rows copied from the stream keep their numbers
+CREATE TABLE ddl_copy (LIKE ddl INCLUDING ALL);
+INSERT INTO ddl_copy SELECT * FROM ddl;
+INSERT INTO ddl_copy (id, v) VALUES (100, 100);
+COPY ddl_copy (id, v) FROM STDIN;
+101	101
+\.
+SELECT count(*) AS copied, count(*) FILTER (WHERE seq = 0) AS placeholders,
+       count(DISTINCT seq) FILTER (WHERE seq > 0) AS distinct_numbers FROM ddl_copy;
+SELECT count(*) AS ddl_rows FROM ddl;
+DROP TABLE ddl_copy;
 BEGIN;
 INSERT INTO ddl VALUES (7, 7);
 SELECT stream_seq.disable('ddl');
@@ -301,6 +378,82 @@ BEGIN;
 INSERT INTO ddl VALUES (8, 8);
 DROP TABLE ddl;
 COMMIT;
+-- a partition detached after rows were stored in it leaves the stream
+-- with them: they keep the placeholders, the stream's other rows of the
+-- transaction are numbered
+CREATE TABLE parted (k int, id int) PARTITION BY LIST (k);
+CREATE TABLE parted1 PARTITION OF parted FOR VALUES IN (1);
+CREATE TABLE parted2 PARTITION OF parted FOR VALUES IN (2);
+SELECT stream_seq.enable('parted', time_column => 'at');
+BEGIN;
+INSERT INTO parted (k, id) VALUES (1, 1), (2, 2);
+ALTER TABLE parted DETACH PARTITION parted1;
+INSERT INTO parted (k, id) VALUES (2, 3);
+COMMIT;
+SELECT tableoid::regclass, id, seq, at > '-infinity' AS timed FROM parted ORDER BY seq;
+SELECT tableoid::regclass, id, seq, at FROM parted1;
+SELECT check_all('parted2');
+DROP TABLE parted, parted1;
+
+-- a cancel that arrives while the commit numbers the rows (here sent by
+-- the transaction's last deferred trigger, just before) aborts the
+-- commit: the rows are not committed, and the session and the stream go
+-- on
+CREATE TABLE cancelled (id int, seq bigint);
+SELECT stream_seq.enable('cancelled');
+INSERT INTO cancelled VALUES (0);
+CREATE FUNCTION cancel_own_backend() RETURNS trigger LANGUAGE plpgsql AS $$
+BEGIN
+  RETURN CASE WHEN pg_cancel_backend(pg_backend_pid()) THEN NULL END;
+END $$;
+CREATE TABLE cancelling (id int);
+CREATE CONSTRAINT TRIGGER cancelling AFTER INSERT ON cancelling
+  DEFERRABLE INITIALLY DEFERRED FOR EACH ROW EXECUTE FUNCTION cancel_own_backend();
+BEGIN;
+INSERT INTO cancelled SELECT g FROM generate_series(1, 100) g;
+INSERT INTO cancelling VALUES (1);
+COMMIT;
+\echo :LAST_ERROR_SQLSTATE
+SELECT count(*) FROM cancelled;
+INSERT INTO cancelled VALUES (101);
+SELECT id, seq > 1 AS numbered_after, seq < stream_seq.horizon('cancelled') AS readable
+  FROM cancelled ORDER BY seq;
+SELECT check_all('cancelled');
+DROP TABLE cancelled, cancelling;
+DROP FUNCTION cancel_own_backend();
+
+-- a cursor WITH HOLD of the inserting transaction is read at its commit,
+-- before the numbering: it shows the placeholders after the commit
+CREATE TABLE held (id int, seq bigint);
+SELECT stream_seq.enable('held', time_column => 'at');
+BEGIN;
+INSERT INTO held VALUES (1);
+DECLARE held_rows CURSOR WITH HOLD FOR SELECT id, seq, at FROM held;
+DECLARE held_readable CURSOR WITH HOLD FOR
+  SELECT id FROM held WHERE seq > 0 AND seq < stream_seq.horizon('held');
+COMMIT;
+FETCH ALL FROM held_rows;
+FETCH ALL FROM held_readable;
+CLOSE held_rows;
+CLOSE held_readable;
+SELECT id, seq > 0 AS numbered, at > '-infinity' AS timed FROM held;
+-- so is the query of a procedure's FOR loop that commits inside the loop
+CREATE PROCEDURE held_loop() LANGUAGE plpgsql AS $$
+DECLARE
+  r record;
+BEGIN
+  INSERT INTO held VALUES (2), (3);
+  FOR r IN SELECT id, seq FROM held WHERE id > 1 ORDER BY id LOOP
+    RAISE NOTICE 'row % read with number %', r.id, r.seq;
+    COMMIT;
+  END LOOP;
+END $$;
+SET client_min_messages = notice;
+CALL held_loop();
+SET client_min_messages = warning;
+SELECT id, seq > 0 AS numbered FROM held ORDER BY id;
+DROP PROCEDURE held_loop();
+DROP TABLE held;
 
 -- PREPARE TRANSACTION of a transaction that stored stream rows is
 -- refused, and leaves nothing

@@ -46,6 +46,7 @@
 #include "nodes/pathnodes.h"
 #include "storage/bufmgr.h"
 #include "utils/builtins.h"
+#include "utils/inval.h"
 #include "utils/lsyscache.h"
 #include "utils/memutils.h"
 #include "utils/rel.h"
@@ -104,6 +105,15 @@ typedef struct CaptureMark
 } CaptureMark;
 
 static List *captured_at_subxact = NIL;
+
+/*
+ * The last table found to be neither a stream table nor a partition of
+ * one although it has a capture index (CREATE TABLE ... (LIKE stream
+ * INCLUDING ALL) copies it): its rows are not captured.  Forgotten at any
+ * invalidation of its relcache entry (enable(), ATTACH PARTITION).
+ */
+static Oid	not_stream_relid = InvalidOid;
+static bool not_stream_callback = false;
 
 /* Set once the commit-time write has begun: no row may follow. */
 static bool capture_closed = false;
@@ -243,11 +253,51 @@ check_publications(Relation rel, StreamTarget *target)
 }
 
 /*
+ * forget_not_stream
+ *		Relcache callback: the table remembered as not a stream may have
+ *		become one.  Must not fail.
+ */
+static void
+forget_not_stream(Datum arg, Oid relid)
+{
+	if (!OidIsValid(relid) || relid == not_stream_relid)
+		not_stream_relid = InvalidOid;
+}
+
+/*
+ * in_a_stream
+ *		Whether "rel", which has a capture index, is a stream table or a
+ *		partition of one.  A copy of a stream table's definition
+ *		(CREATE TABLE ... (LIKE ... INCLUDING INDEXES)), a table restored
+ *		alone before enable(), is not: an ordinary table, whose rows
+ *		nothing numbers.
+ */
+static bool
+in_a_stream(Relation rel)
+{
+	Oid			relid = RelationGetRelid(rel);
+
+	if (relid == not_stream_relid)
+		return false;
+	if (stream_catalog_has(relid) ||
+		(rel->rd_rel->relispartition && OidIsValid(stream_root_of(relid))))
+		return true;
+	if (!not_stream_callback)
+	{
+		CacheRegisterRelcacheCallback(forget_not_stream, (Datum) 0);
+		not_stream_callback = true;
+	}
+	not_stream_relid = relid;
+	return false;
+}
+
+/*
  * captured_rel_for
  *		The index of "rel" in the transaction's tables, added (and its
- *		publications checked) on its first row.  A table whose storage
- *		changed since (TRUNCATE, or a rewrite by ALTER TABLE or CLUSTER in
- *		this transaction) is marked: the TIDs captured before point into
+ *		publications checked) on its first row; -1 if it is not in a
+ *		stream (in_a_stream).  A table whose storage changed since
+ *		(TRUNCATE, or a rewrite by ALTER TABLE or CLUSTER in this
+ *		transaction) is marked: the TIDs captured before point into
  *		storage that is gone.
  */
 static int
@@ -272,6 +322,8 @@ captured_rel_for(Relation rel)
 
 			if (relid != cached_target_relid || !cached_target->valid)
 			{
+				if (!in_a_stream(rel))
+					return -1;
 				cached_target = stream_lookup_target(rel);
 				cached_target_relid = relid;
 			}
@@ -340,6 +392,8 @@ stream_capture_row(Relation rel, ItemPointer tid)
 	if (capture_closed)
 		stream_report_late_row(RelationGetRelationName(rel));
 	rel_index = captured_rel_for(rel);
+	if (rel_index < 0)
+		return;					/* not in a stream: nothing to number */
 	if (ncaptured_rows == captured_rows_size)
 	{
 		captured_rows_size = Max(1024, captured_rows_size * 2);
@@ -705,6 +759,8 @@ capture_insert(Relation index, Datum *values, bool *isnull,
 		return false;
 
 	rel_index = captured_rel_for(heapRel);
+	if (rel_index < 0)
+		return false;			/* not in a stream: nothing to number */
 	target = stream_capture_target(&captured_rels[rel_index]);
 	written = target_written_column(indexInfo, target, values, isnull,
 									&number);

@@ -25,10 +25,11 @@
  * which an in-place write would leave pointing at a numbered row); for a
  * row inserted without the placeholders (a NULL written explicitly); a
  * row the transaction updated, locked or deleted before commit (its live
- * version is followed, or none numbered); a row COPY ... FREEZE stored
- * frozen (other snapshots may see it at once).  A captured row that is
- * gone (deleted, super-deleted by INSERT ... ON CONFLICT) leaves a gap in
- * the numbers, which is allowed.
+ * version is followed, or none numbered).  A row COPY ... FREEZE stored
+ * frozen is numbered in place: its table's storage is new in the
+ * transaction, unreadable to other sessions until the commit.  A
+ * captured row that is gone (deleted, super-deleted by INSERT ... ON
+ * CONFLICT) leaves a gap in the numbers, which is allowed.
  *
  * A table whose storage changed after rows were captured in it (TRUNCATE,
  * ALTER TABLE rewriting it, CLUSTER, in this transaction) is read whole
@@ -117,6 +118,12 @@ typedef struct TableWrite
 	AttrNumber	time_attnum;
 	TimestampTz at;				/* the time of the stream's reservation */
 	bool		in_place;		/* rows may be numbered in place */
+	bool		new_storage;	/* the table's storage was created by this
+								 * transaction: no other session can have
+								 * read its pages */
+	bool		scanned;		/* the rows were found by reading the table
+								 * (rows_of_rewritten): each is the version
+								 * that is live now */
 	bool		needs_tuples;	/* some index needs the numbered row */
 	int			nindexes;
 	WriteIndex *indexes;
@@ -870,14 +877,33 @@ retry:
 		if (HeapTupleHeaderXminInvalid(htup) ||
 			!TransactionIdIsCurrentTransactionId(HeapTupleHeaderGetRawXmin(htup)))
 			continue;
-		/* an UPDATE's version: reached from the version it updated */
+		/*
+		 * An UPDATE's version: reached from the version it updated, which
+		 * was captured too.  Found by reading a rewritten table, it is the
+		 * row's live version and the version it updated is gone: numbered
+		 * by the ordinary update (a heap-only version cannot take an index
+		 * entry of its own).
+		 */
 		if ((htup->t_infomask & HEAP_UPDATED) != 0 ||
 			HeapTupleHeaderIsHeapOnly(htup))
+		{
+			if (tw->scanned)
+				page_updates = lappend(page_updates, &rows[i]);
 			continue;
+		}
+		/*
+		 * A row COPY ... FREEZE stored frozen is visible to every snapshot
+		 * that can read the table, older ones included.  Its table's
+		 * storage is new in this transaction (COPY FREEZE needs it), so no
+		 * other session can read the page before the commit, and the
+		 * number written in place is what every snapshot sees of it
+		 * afterwards; an update would leave older snapshots the frozen
+		 * version with the placeholder.
+		 */
 		if (!tw->in_place ||
 			(htup->t_infomask & HEAP_XMAX_INVALID) == 0 ||
-			HeapTupleHeaderXminFrozen(htup) ||
-			HeapTupleHeaderXminCommitted(htup))
+			(HeapTupleHeaderXminCommitted(htup) &&
+			 !(HeapTupleHeaderXminFrozen(htup) && tw->new_storage)))
 		{
 			page_updates = lappend(page_updates, &rows[i]);
 			continue;
@@ -995,14 +1021,18 @@ compare_pass_rows(const void *a, const void *b)
  * write_table
  *		Number the rows "rows" of one table, page by page, then by an
  *		ordinary update those the in-place write does not serve.
+ *		"scanned": the rows were found by reading the table (see
+ *		rows_of_rewritten), not captured.
  */
 static void
 write_table(Relation rel, StreamTarget *target, PassStream *ps,
-			PassRow *rows, int64 nrows)
+			PassRow *rows, int64 nrows, bool scanned)
 {
 	TableWrite	tw;
 	List	   *updates = NIL;
 	ListCell   *lc;
+	BlockNumber nblocks = InvalidBlockNumber;	/* no page is past the end */
+	bool		new_storage;
 	bool		sorted = true;
 	int64		i;
 	int64		kept;
@@ -1023,7 +1053,21 @@ write_table(Relation rel, StreamTarget *target, PassStream *ps,
 		nrows = kept;
 	}
 
+	/*
+	 * A table whose storage this transaction created (CREATE TABLE, or a
+	 * TRUNCATE or rewrite earlier in it) is truncated in place by a
+	 * TRUNCATE, keeping its storage: rows captured before point past its
+	 * end (they are gone), or at rows stored since, captured again later
+	 * (the later capture is kept, above).
+	 */
+	new_storage = rel->rd_createSubid != InvalidSubTransactionId ||
+		stream_rel_first_storage_subid(rel) != InvalidSubTransactionId;
+	if (new_storage)
+		nblocks = RelationGetNumberOfBlocks(rel);
+
 	open_table_write(&tw, rel, target, ps);
+	tw.new_storage = new_storage;
+	tw.scanned = scanned;
 	i = 0;
 	while (i < nrows)
 	{
@@ -1032,6 +1076,19 @@ write_table(Relation rel, StreamTarget *target, PassStream *ps,
 
 		while (j < nrows && ItemPointerGetBlockNumber(&rows[j].tid) == blkno)
 			j++;
+		if (blkno >= nblocks)
+		{
+			i = j;
+			continue;
+		}
+
+		/*
+		 * A cancel between two pages (no lock held) aborts the
+		 * transaction, as an error of the write does: the rows numbered
+		 * so far die with it, their numbers a gap.  Without it a commit
+		 * of millions of rows could not be cancelled or terminated.
+		 */
+		CHECK_FOR_INTERRUPTS();
 		write_page(&tw, ps, blkno, &rows[i], (int) (j - i), &updates);
 		i = j;
 	}
@@ -1044,6 +1101,7 @@ write_table(Relation rel, StreamTarget *target, PassStream *ps,
 	{
 		PassRow    *row = lfirst(lc);
 
+		CHECK_FOR_INTERRUPTS();
 		if (update_row(&tw, &row->tid, ps->lo + row->rank, ps->at))
 			note_written(ps, ps->lo + row->rank);
 	}
@@ -1072,8 +1130,13 @@ rows_of_rewritten(Relation rel, StreamTarget *target, int64 *nrows)
 		bool		isnull;
 		Datum		value;
 
-		if (!TransactionIdIsCurrentTransactionId(HeapTupleHeaderGetRawXmin(tuple->t_data)) ||
-			(tuple->t_data->t_infomask & HEAP_UPDATED) != 0)
+		/*
+		 * A version this transaction stored, by INSERT or by UPDATE: the
+		 * scan returns the live version of each row only, so a version an
+		 * UPDATE stored is the one to number (the version it replaced,
+		 * which would lead the write to it, is not returned).
+		 */
+		if (!TransactionIdIsCurrentTransactionId(HeapTupleHeaderGetRawXmin(tuple->t_data)))
 			continue;
 		value = heap_getattr(tuple, target->seq_attnum, RelationGetDescr(rel),
 							 &isnull);
@@ -1093,6 +1156,24 @@ rows_of_rewritten(Relation rel, StreamTarget *target, int64 *nrows)
 	PopActiveSnapshot();
 	*nrows = n;
 	return rows;
+}
+
+/*
+ * still_in_stream
+ *		Whether "rel", whose rows were captured as those of a stream table
+ *		or of a partition of one, still is one: DDL of the transaction
+ *		since (DETACH PARTITION, DROP EXTENSION ... CASCADE) may have taken
+ *		it out, and its rows have no stream to be numbered in.  Looked up
+ *		only when its relcache entry was invalidated since the capture.
+ */
+static bool
+still_in_stream(Relation rel, CapturedRel *crel)
+{
+	if (crel->target->valid)
+		return true;
+	if (rel->rd_rel->relispartition)
+		return OidIsValid(stream_root_of(RelationGetRelid(rel)));
+	return stream_catalog_has(RelationGetRelid(rel));
 }
 
 /*
@@ -1149,6 +1230,12 @@ number_captured_rows(void)
 			continue;			/* dropped since */
 		/* locked since its rows were stored, by the statements that did */
 		relations[r] = table_open(rels[r].relid, NoLock);
+		if (!still_in_stream(relations[r], &rels[r]))
+		{
+			table_close(relations[r], NoLock);
+			relations[r] = NULL;
+			continue;			/* no longer a stream */
+		}
 		targets[r] = stream_capture_target(&rels[r]);
 		ref = stream_lookup(targets[r]->stream, true);
 		if (ref == NULL)
@@ -1226,7 +1313,7 @@ number_captured_rows(void)
 			continue;
 		if (rel_nrows[r] > 0)
 			write_table(relations[r], targets[r], &streams[stream_of[r]],
-						rel_rows[r], rel_nrows[r]);
+						rel_rows[r], rel_nrows[r], rewritten[r]);
 		table_close(relations[r], NoLock);
 	}
 

@@ -825,9 +825,47 @@ stream_index_created(IndexStmt *stmt)
 }
 
 /*
+ * refuse_second_capture_index
+ *		Before CREATE INDEX "stmt" (ProcessUtility): a table gets one index
+ *		of access method stream_seq_capture, the one enable() creates (or a
+ *		restore brings back).  A second would record every row once more,
+ *		and the commit would give each row one number of several (the rest
+ *		gaps), so that a transaction's rows no longer get consecutive
+ *		numbers.  Refused before the index is built, as CREATE INDEX
+ *		CONCURRENTLY commits it before the command ends.
+ */
+static void
+refuse_second_capture_index(IndexStmt *stmt)
+{
+	Oid			relid;
+	Oid			existing;
+
+	if (stmt->accessMethod == NULL ||
+		strcmp(stmt->accessMethod, "stream_seq_capture") != 0 ||
+		stmt->relation == NULL || !IsTransactionState())
+		return;
+	relid = RangeVarGetRelid(stmt->relation, NoLock, true);
+	if (!OidIsValid(relid))
+		return;
+	/* IF NOT EXISTS naming an existing relation: PostgreSQL skips it */
+	if (stmt->if_not_exists && stmt->idxname != NULL &&
+		OidIsValid(get_relname_relid(stmt->idxname, get_rel_namespace(relid))))
+		return;
+	existing = stream_capture_index(relid);
+	if (OidIsValid(existing))
+		ereport(ERROR,
+				(errcode(ERRCODE_DUPLICATE_OBJECT),
+				 errmsg("table \"%s\" already has index \"%s\" of access method \"stream_seq_capture\"",
+						get_rel_name(relid), get_rel_name(existing)),
+				 errdetail("A second one would record every row twice, and the rows of a transaction would no longer get consecutive numbers."),
+				 errhint("To rebuild the index, use REINDEX.")));
+}
+
+/*
  * protect_created_index
- *		ProcessUtility hook: after CREATE INDEX, protect a stream's new
- *		unique index (stream_index_created): no event trigger of ours
+ *		ProcessUtility hook: before CREATE INDEX, refuse a second capture
+ *		index (refuse_second_capture_index); after it, protect a stream's
+ *		new unique index (stream_index_created): no event trigger of ours
  *		fires for CREATE INDEX.
  */
 static void
@@ -836,6 +874,8 @@ protect_created_index(PlannedStmt *pstmt, const char *queryString,
 					  ParamListInfo params, QueryEnvironment *queryEnv,
 					  DestReceiver *dest, QueryCompletion *qc)
 {
+	if (IsA(pstmt->utilityStmt, IndexStmt))
+		refuse_second_capture_index((IndexStmt *) pstmt->utilityStmt);
 	if (prev_process_utility)
 		prev_process_utility(pstmt, queryString, readOnlyTree, context,
 							 params, queryEnv, dest, qc);

@@ -604,6 +604,45 @@ check_no_duplicates(Oid relid, const char *column)
 }
 
 /*
+ * check_numbers_positive
+ *		A stream whose index on the column leaves out the placeholder
+ *		("seq > 0") must hold no number below 1: its indexes would leave
+ *		such a row out (its number would not be unique, and a reader's
+ *		index scan would miss it where a sequential scan finds it), and a
+ *		row holding 0 looks unnumbered.  Refuse it.
+ */
+static void
+check_numbers_positive(Oid relid, const char *column, AttrNumber attnum)
+{
+	Oid			index = stream_unique_index(relid, attnum);
+	Relation	rel;
+	bool		excludes;
+	char	   *query;
+	int64		value;
+	bool		found;
+
+	if (!OidIsValid(index))
+		return;
+	rel = index_open(index, AccessShareLock);
+	excludes = stream_predicate_excludes_placeholder(RelationGetIndexPredicate(rel),
+													  rel->rd_index->indkey.values[0]);
+	index_close(rel, AccessShareLock);
+	if (!excludes)
+		return;
+	query = psprintf("SELECT %s FROM %s WHERE %s <= 0 LIMIT 1",
+					 quote_identifier(column), stream_source(relid),
+					 quote_identifier(column));
+	stream_catalog_exec_latest(query, 0, NULL, NULL, &value, 1, &found);
+	if (found)
+		ereport(ERROR,
+				(errcode(ERRCODE_CHECK_VIOLATION),
+				 errmsg("column \"%s\" of table \"%s\" holds number " INT64_FORMAT ", below 1",
+						column, stream_rel_name(relid), value),
+				 errdetail("Stream numbers start at 1: rows hold 0 until their transaction commits, and the stream's indexes leave out every value below 1."),
+				 errhint("Set such numbers to NULL: stream_seq.enable() numbers rows without a number.")));
+}
+
+/*
  * prepare_column
  *		Check the stream column, or add it if missing; returns its number.
  */
@@ -1087,6 +1126,7 @@ stream_seq_enable(PG_FUNCTION_ARGS)
 
 	/* never below what this table or its old sequence ever handed out */
 	floor = Max(Max(retired_next(relid), owned_sequence_next(relid, attnum)), 1);
+	check_numbers_positive(relid, column, attnum);
 	table_numbers(relid, column, &lowest, &highest, &unnumbered);
 	base = Max(Max(highest, 0), floor - 1);
 	check_written_columns(relid, column, time_column);

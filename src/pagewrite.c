@@ -21,9 +21,11 @@
  * index entries):
  *	(a) the tuple was inserted by this transaction, which has not
  *		committed, and nothing updated, locked or deleted it (xmax
- *		invalid), and it was not inserted frozen: no MVCC snapshot of
- *		another transaction, standby or exported snapshot sees it before
- *		the commit record, and every one that sees it afterwards sees the
+ *		invalid), and it was not inserted frozen unless its table's
+ *		storage is new in this transaction (COPY FREEZE, which no other
+ *		session can read before the commit): no MVCC snapshot of another
+ *		transaction, standby or exported snapshot sees it before the
+ *		commit record, and every one that sees it afterwards sees the
  *		number.  Other backends may read its bytes with only a pin (a
  *		dirty snapshot's check of a unique index or an exclusion
  *		constraint forms a conflicting row's key after finding it under
@@ -44,7 +46,8 @@
  *		and where they go, with a full-page image when one is due, so
  *		recovery and standbys rebuild the page as written; a crash before
  *		the commit record leaves numbered tuples with an aborted xmin,
- *		dead to all.
+ *		dead to all (frozen ones in storage that the aborted transaction
+ *		created, which nothing reads).
  *	(e) logical decoding does not decode the record: with wal_level
  *		logical the caller numbers rows by an update instead.
  *

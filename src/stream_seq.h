@@ -50,11 +50,14 @@
 typedef RelFileLocator StreamStorage;
 #define stream_rel_storage(rel) ((rel)->rd_locator)
 #define stream_storage_db(storage) ((storage).dbOid)
+/* the subtransaction that first gave the relation new storage, if any */
+#define stream_rel_first_storage_subid(rel) ((rel)->rd_firstRelfilelocatorSubid)
 #else
 #include "storage/relfilenode.h"
 typedef RelFileNode StreamStorage;
 #define stream_rel_storage(rel) ((rel)->rd_node)
 #define stream_storage_db(storage) ((storage).dbNode)
+#define stream_rel_first_storage_subid(rel) ((rel)->rd_firstRelfilenodeSubid)
 #endif
 #if PG_VERSION_NUM >= 180000
 /* 18 dropped StoreAttrDefault's add_column_mode */
