@@ -34,6 +34,17 @@ CREATE FUNCTION stream_seq.upgrade_write_path(stream regclass) RETURNS text
 COMMENT ON FUNCTION stream_seq.upgrade_write_path(regclass) IS
   'moves a stream enabled before 0.7.0 to the write path without INSERT triggers (ALTER EXTENSION UPDATE does it for every stream); says what it did, or what is left';
 
+-- The update to 0.8.0 that follows this one in the same transaction
+-- changes the consumers' tables and views, which needs ACCESS EXCLUSIVE
+-- on them; taken there, after the stream tables' locks taken here, it
+-- would wait for a consumer's open transaction while holding what that
+-- transaction's writes wait for (a deadlock).  So they are taken here, in
+-- the same go and first, as stream_seq--0.5.0--0.6.0.sql takes them:
+-- ACCESS EXCLUSIVE on every table and view of the extension but
+-- stream_seq.stream, stream_seq.partition_range and the views over them
+-- (which writers and horizon() read).  Consumers wait for the update's
+-- few milliseconds; writers are not stopped by these.
+--
 -- Moving the streams needs SHARE ROW EXCLUSIVE on each stream table (and,
 -- through a partitioned table, its partitions), which stops their writers
 -- for the rest of the update: a few milliseconds, as the capture index
@@ -98,11 +109,35 @@ BEGIN
         SELECT pg_catalog.array_agg(t.rel ORDER BY t.ord, t.rel::pg_catalog.oid),
                pg_catalog.array_agg(t.mode ORDER BY t.ord, t.rel::pg_catalog.oid)
           INTO targets, modes
-          FROM (SELECT 'stream_seq.stream'::pg_catalog.regclass AS rel, 1 AS ord,
-                       'EXCLUSIVE' AS mode
+          FROM (SELECT c.oid::pg_catalog.regclass AS rel,
+                       CASE WHEN c.relkind = 'v' THEN 2 ELSE 1 END AS ord,
+                       'ACCESS EXCLUSIVE' AS mode
+                  FROM pg_catalog.pg_depend d
+                  JOIN pg_catalog.pg_class c ON c.oid = d.objid
+                 WHERE d.classid = 'pg_catalog.pg_class'::pg_catalog.regclass
+                   AND d.refclassid = 'pg_catalog.pg_extension'::pg_catalog.regclass
+                   AND d.refobjid = (SELECT e.oid FROM pg_catalog.pg_extension e
+                                      WHERE e.extname = 'stream_seq')
+                   AND d.deptype = 'e'
+                   AND c.relkind IN ('r', 'p', 'v')
+                   AND c.oid NOT IN ('stream_seq.stream'::pg_catalog.regclass,
+                                     'stream_seq.partition_range'::pg_catalog.regclass)
+                   -- nor a view over them: LOCK TABLE on a view also locks
+                   -- what it reads
+                   AND NOT EXISTS (
+                       SELECT FROM pg_catalog.pg_rewrite r
+                         JOIN pg_catalog.pg_depend v
+                           ON v.classid = 'pg_catalog.pg_rewrite'::pg_catalog.regclass
+                          AND v.objid = r.oid
+                          AND v.refclassid = 'pg_catalog.pg_class'::pg_catalog.regclass
+                        WHERE r.ev_class = c.oid
+                          AND v.refobjid IN ('stream_seq.stream'::pg_catalog.regclass,
+                                             'stream_seq.partition_range'::pg_catalog.regclass))
+                UNION ALL
+                SELECT 'stream_seq.stream'::pg_catalog.regclass, 3, 'EXCLUSIVE'
                 UNION ALL
                 -- last: the locks that stop writers are held the shortest
-                SELECT s.relid, 2, 'SHARE ROW EXCLUSIVE'
+                SELECT s.relid, 4, 'SHARE ROW EXCLUSIVE'
                   FROM stream_seq.stream s) t;
 
         trying := NULL;

@@ -2,6 +2,195 @@
 
 \echo Use "ALTER EXTENSION stream_seq UPDATE TO '0.8.0'" to load this file. \quit
 
+-- This update changes the consumers' tables (stream_seq.consumer,
+-- stream_seq.parked) and views, which needs ACCESS EXCLUSIVE on them;
+-- waited for statement by statement, those locks would queue every
+-- consumer behind a consumer's open transaction.  So every table and view
+-- of the extension but stream_seq.stream, stream_seq.partition_range and
+-- the views over them (what writers and horizon() read: writers are not
+-- stopped) is locked first, in one go, by the protocol of
+-- stream_seq--0.6.0--0.7.0.sql (see there): each lock waited for briefly,
+-- everything given back and the transactions in the way waited for,
+-- polling, when one is not granted in time.  An update from 0.6.0 or
+-- earlier holds these locks already (its steps took them).
+DO $prologue$
+DECLARE
+    dl constant interval := pg_catalog.current_setting('deadlock_timeout')::interval;
+    -- the first lock, holding nothing else: at most this long
+    first_wait constant interval := least(interval '1 s', dl * 0.5);
+    -- the others: all granted within this long after the first
+    hold_budget constant interval := least(interval '200 ms', dl * 0.3);
+    saved_lock_timeout constant text := pg_catalog.current_setting('lock_timeout');
+    deadline timestamptz;
+    targets regclass[];         -- what to lock, in this order
+    modes text[];               -- and in which mode
+    held text;                  -- what this transaction holds already
+    target_name text;           -- targets[trying], qualified
+    granted_first timestamptz;
+    wait_ms numeric;
+    trying int;                 -- the one being waited for
+    timed_out boolean;
+    holders text[];             -- virtual transactions that held it
+    holder_pids int[];
+BEGIN
+    IF saved_lock_timeout::interval > interval '0' THEN
+        deadline := pg_catalog.clock_timestamp() + saved_lock_timeout::interval;
+    END IF;
+    -- Locks this transaction holds that an application may wait for:
+    -- any but ACCESS SHARE on a relation outside the system catalogs
+    -- that is not temporary.
+    SELECT pg_catalog.string_agg(DISTINCT pg_catalog.format('%I.%I (%s)',
+               n.nspname, c.relname, l.mode), ', ')
+      INTO held
+      FROM pg_catalog.pg_locks l
+      JOIN pg_catalog.pg_class c ON c.oid = l.relation
+      JOIN pg_catalog.pg_namespace n ON n.oid = c.relnamespace
+     WHERE l.pid = pg_catalog.pg_backend_pid()
+       AND l.locktype = 'relation' AND l.granted
+       AND l.mode <> 'AccessShareLock'
+       AND c.relpersistence <> 't'
+       AND c.relnamespace NOT IN ('pg_catalog'::pg_catalog.regnamespace,
+                                  'pg_toast'::pg_catalog.regnamespace,
+                                  'information_schema'::pg_catalog.regnamespace);
+    LOOP
+        -- read again at each try: streams come and go
+        SELECT pg_catalog.array_agg(t.rel ORDER BY t.ord, t.rel::pg_catalog.oid),
+               pg_catalog.array_agg(t.mode ORDER BY t.ord, t.rel::pg_catalog.oid)
+          INTO targets, modes
+          FROM (SELECT c.oid::pg_catalog.regclass AS rel,
+                       CASE WHEN c.relkind = 'v' THEN 2 ELSE 1 END AS ord,
+                       'ACCESS EXCLUSIVE' AS mode
+                  FROM pg_catalog.pg_depend d
+                  JOIN pg_catalog.pg_class c ON c.oid = d.objid
+                 WHERE d.classid = 'pg_catalog.pg_class'::pg_catalog.regclass
+                   AND d.refclassid = 'pg_catalog.pg_extension'::pg_catalog.regclass
+                   AND d.refobjid = (SELECT e.oid FROM pg_catalog.pg_extension e
+                                      WHERE e.extname = 'stream_seq')
+                   AND d.deptype = 'e'
+                   AND c.relkind IN ('r', 'p', 'v')
+                   AND c.oid NOT IN ('stream_seq.stream'::pg_catalog.regclass,
+                                     'stream_seq.partition_range'::pg_catalog.regclass)
+                   -- nor a view over them: LOCK TABLE on a view also locks
+                   -- what it reads
+                   AND NOT EXISTS (
+                       SELECT FROM pg_catalog.pg_rewrite r
+                         JOIN pg_catalog.pg_depend v
+                           ON v.classid = 'pg_catalog.pg_rewrite'::pg_catalog.regclass
+                          AND v.objid = r.oid
+                          AND v.refclassid = 'pg_catalog.pg_class'::pg_catalog.regclass
+                        WHERE r.ev_class = c.oid
+                          AND v.refobjid IN ('stream_seq.stream'::pg_catalog.regclass,
+                                             'stream_seq.partition_range'::pg_catalog.regclass))
+                ) t;
+
+        trying := NULL;
+        timed_out := false;
+        BEGIN
+            FOR i IN 1 .. coalesce(pg_catalog.array_length(targets, 1), 0) LOOP
+                trying := i;
+                IF i = 1 AND held IS NULL THEN
+                    wait_ms := extract(epoch FROM first_wait) * 1000;
+                ELSIF i = 1 THEN
+                    wait_ms := extract(epoch FROM hold_budget) * 1000;
+                ELSE
+                    wait_ms := extract(epoch FROM
+                        hold_budget - (pg_catalog.clock_timestamp() - granted_first)) * 1000;
+                END IF;
+                IF deadline IS NOT NULL THEN
+                    wait_ms := least(wait_ms, extract(epoch FROM
+                        deadline - pg_catalog.clock_timestamp()) * 1000);
+                END IF;
+                IF wait_ms < 1 THEN
+                    RAISE EXCEPTION USING ERRCODE = 'lock_not_available';
+                END IF;
+                PERFORM pg_catalog.set_config('lock_timeout',
+                                              pg_catalog.ceil(wait_ms)::text || 'ms', true);
+                EXECUTE pg_catalog.format('LOCK TABLE %s IN %s MODE', targets[i], modes[i]);
+                IF i = 1 THEN
+                    granted_first := pg_catalog.clock_timestamp();
+                END IF;
+            END LOOP;
+            PERFORM pg_catalog.set_config('lock_timeout', saved_lock_timeout, true);
+            EXIT;               -- all held, until the update commits
+        EXCEPTION
+            WHEN lock_not_available THEN
+                timed_out := true;      -- and nothing of this try is held
+            WHEN undefined_table THEN
+                NULL;                   -- a stream dropped meanwhile
+        END;
+        PERFORM pg_catalog.set_config('lock_timeout', saved_lock_timeout, true);
+
+        -- The transactions that hold what could not be had (or a partition
+        -- of it) in a mode that conflicts.
+        holders := NULL;
+        holder_pids := NULL;
+        IF timed_out THEN
+            SELECT pg_catalog.format('%I.%I', n.nspname, c.relname) INTO target_name
+              FROM pg_catalog.pg_class c
+              JOIN pg_catalog.pg_namespace n ON n.oid = c.relnamespace
+             WHERE c.oid = targets[trying];
+            SELECT pg_catalog.array_agg(DISTINCT l.virtualtransaction),
+                   pg_catalog.array_agg(DISTINCT l.pid) FILTER (WHERE l.pid IS NOT NULL)
+              INTO holders, holder_pids
+              FROM pg_catalog.pg_locks l
+             WHERE l.locktype = 'relation'
+               AND l.database = (SELECT d.oid FROM pg_catalog.pg_database d
+                                  WHERE d.datname = pg_catalog.current_database())
+               AND l.granted
+               AND l.pid IS DISTINCT FROM pg_catalog.pg_backend_pid()
+               AND (l.relation = targets[trying]
+                    OR l.relation IN (SELECT p.relid
+                                        FROM pg_catalog.pg_partition_tree(targets[trying]) p))
+               AND CASE modes[trying]
+                     WHEN 'ACCESS EXCLUSIVE' THEN true
+                     WHEN 'EXCLUSIVE' THEN l.mode <> 'AccessShareLock'
+                     ELSE l.mode NOT IN ('AccessShareLock', 'RowShareLock') END;
+            -- Holding locks an application may wait for, the update must
+            -- not wait where the deadlock detector cannot see it.
+            IF held IS NOT NULL THEN
+                RAISE EXCEPTION 'could not lock % for the update of extension "stream_seq" without risking a deadlock',
+                    target_name
+                  USING ERRCODE = 'lock_not_available',
+                        DETAIL = pg_catalog.format('Processes %s hold locks on %s, and this transaction already holds %s, which they may be waiting for.',
+                                                   coalesce(pg_catalog.array_to_string(holder_pids, ', '),
+                                                            '(none now)'),
+                                                   target_name, held),
+                        HINT = 'Nothing was changed.  Run ALTER EXTENSION stream_seq UPDATE in a transaction of its own; from a version before 0.4.2, update to 0.4.2 first (ALTER EXTENSION stream_seq UPDATE TO ''0.4.2''), then to the latest version.';
+            END IF;
+            IF holders IS NOT NULL THEN
+                RAISE LOG 'stream_seq update: waiting for the transactions of processes % to end (they lock %)',
+                    pg_catalog.array_to_string(holder_pids, ', '), target_name;
+                -- as the lock manager does for a waiting lock: an
+                -- autovacuum in the way gives up (not one against
+                -- wraparound)
+                PERFORM pg_catalog.pg_cancel_backend(a.pid)
+                   FROM pg_catalog.pg_stat_activity a
+                  WHERE a.pid = ANY (holder_pids)
+                    AND a.backend_type = 'autovacuum worker'
+                    AND a.query NOT LIKE '%(to prevent wraparound)%';
+            END IF;
+        END IF;
+        -- holding nothing an application waits for, and queued behind
+        -- nothing: poll until those transactions have ended
+        LOOP
+            IF deadline IS NOT NULL AND pg_catalog.clock_timestamp() >= deadline THEN
+                RAISE EXCEPTION 'could not lock the objects extension "stream_seq" updates within lock_timeout'
+                  USING ERRCODE = 'lock_not_available',
+                        DETAIL = pg_catalog.format('Processes %s hold locks on %s.',
+                                                   coalesce(pg_catalog.array_to_string(holder_pids, ', '),
+                                                            '(none now)'),
+                                                   target_name),
+                        HINT = 'Nothing was changed.  Run ALTER EXTENSION stream_seq UPDATE again, or end those transactions first.';
+            END IF;
+            PERFORM pg_catalog.pg_sleep(0.02);
+            EXIT WHEN holders IS NULL OR NOT EXISTS (
+                SELECT FROM pg_catalog.pg_locks l
+                 WHERE l.virtualtransaction = ANY (holders));
+        END LOOP;
+    END LOOP;
+END;
+$prologue$;
+
 -- Consumer start positions by name: create_consumer() and create_group()
 -- with start => 'earliest' (before every retained row, as start_after 0),
 -- 'latest' (after every row readable now: the horizon of the call's
@@ -123,13 +312,16 @@ CREATE FUNCTION stream_seq._key_order_page(stream regclass, consumer text, slot 
 COMMENT ON FUNCTION stream_seq._key_order_page(regclass, text, integer, bigint, bigint, bigint, integer) IS
   'internal: for read_slot() under per-key order, parks the rows of held keys at the start of the slot and moves the slot past them; says which rows the page may hold';
 
-DROP FUNCTION stream_seq._slot_state(regclass, text, integer, bigint);
-CREATE FUNCTION stream_seq._slot_state(stream regclass, consumer text, slot integer,
+-- _slot_state() with a fifth column, under a name of its own: the old
+-- one stays as it is for the read_slot() of a session that was running
+-- while the update committed (a function dropped under a running caller
+-- fails it with XX000, "cache lookup failed")
+CREATE FUNCTION stream_seq._slot_read_state(stream regclass, consumer text, slot integer,
     token bigint, OUT "position" bigint, OUT slot_expr text, OUT seq_column name,
     OUT read_upto bigint, OUT key_order boolean)
   AS 'MODULE_PATHNAME', 'stream_seq_slot_state'
   LANGUAGE C VOLATILE;
-COMMENT ON FUNCTION stream_seq._slot_state(regclass, text, integer, bigint) IS
+COMMENT ON FUNCTION stream_seq._slot_read_state(regclass, text, integer, bigint) IS
   'internal: a slot''s position, the fence of a pending resize, and whether the group keeps per-key order, for read_slot(); fails with SS001 if the token is not the slot''s';
 
 CREATE OR REPLACE FUNCTION stream_seq.read_slot(stream regclass, consumer text, slot integer,
@@ -147,7 +339,7 @@ BEGIN
         RAISE EXCEPTION 'max_rows must be at least 1'
           USING ERRCODE = 'invalid_parameter_value';
     END IF;
-    st := stream_seq._slot_state(stream, consumer, slot, token);
+    st := stream_seq._slot_read_state(stream, consumer, slot, token);
     IF st.position < first_kept - 1 THEN
         RAISE EXCEPTION 'rows after position % of slot % of group "%" were trimmed from stream table "%"',
               st.position, slot, consumer, stream
@@ -189,7 +381,7 @@ BEGIN
         RAISE EXCEPTION 'max_rows must be at least 1'
           USING ERRCODE = 'invalid_parameter_value';
     END IF;
-    st := stream_seq._slot_state(rel, consumer, slot, token);
+    st := stream_seq._slot_read_state(rel, consumer, slot, token);
     IF st.position < first_kept - 1 THEN
         RAISE EXCEPTION 'rows after position % of slot % of group "%" were trimmed from stream table "%"',
               st.position, slot, consumer, rel

@@ -3,7 +3,8 @@
 #
 # 037_update_under_traffic.pl: ALTER EXTENSION stream_seq UPDATE from
 # earlier versions (0.4.2, 0.5.0, 0.5.1, and 0.6.0, whose streams have
-# INSERT triggers, to the write path of 0.7.0 without them) while
+# INSERT triggers, to the write path of 0.7.0 without them; and 0.7.0,
+# whose update changes the consumers' tables and views only) while
 # applications write and read, as a DBA runs it.  Neither a consumer nor a writer nor the update gets 40P01, the
 # writers of the streams never wait for a consumer's open transaction, and
 # every row is numbered once and applied once.
@@ -442,7 +443,7 @@ COMMIT;}),
 	return;
 }
 
-scenario($_) for ('0.4.2', '0.5.0', '0.5.1', '0.6.0');
+scenario($_) for ('0.4.2', '0.5.0', '0.5.1', '0.6.0', '0.7.0');
 unlike(log_since($node, $log_start), qr/deadlock detected/, 'no deadlock in the server log');
 
 # 55006: an update from before 0.4.2 after an INSERT in the same transaction
