@@ -179,7 +179,7 @@ class _Worker:
         the slots it waits for (held by other workers whose lease has not
         ended: a worker that is gone keeps them until then)."""
         total = holders[0][3] if holders else len(slots)
-        held = f"slots {slot_list(slots)} of {total or 0}" if slots else f"none of its {total or 0} slots"
+        held = f"slots {slot_list(slots)} of {total or 0}" if slots else f"none of the {total or 0} slots"
         if self._held is None:
             log.info("%s: started: %s, holds %s (lease %g s)", self.name,
                      self._what(), held, self.settings.lease.total_seconds())
@@ -214,7 +214,8 @@ class _Worker:
         log.info("%s: %d rows handled, %d parked in the last %s s (%d, %d since start); %s",
                  self.name, rows - r0, parked - p0,
                  f"{took:.0f}" if took >= 1 else f"{took:.2g}", rows, parked,
-                 f"behind by {behind} numbers" if behind > 0 else "caught up")
+                 "holds no slot" if self.group and not self.slots
+                 else f"behind by {behind} numbers" if behind > 0 else "caught up")
         self._progress_at = now + every
 
     def _log_parked(self):

@@ -306,7 +306,7 @@ class Sync(Case):
             w = GroupWorker(DSN, name, "c", "new", handle_row=applier(name))
             w.run(until_idle=True)
         text = "\n".join(logs.output)
-        self.assertIn('new: started: group "c" of %s, holds none of its 4 slots' % name, text)
+        self.assertIn('new: started: group "c" of %s, holds none of the 4 slots' % name, text)
         self.assertIn('new: holds 0 of 4 slots, its share is 2: waiting for 4 held by "gone" '
                       'until its lease ends at %s' % until.strftime("%Y-%m-%d %H:%M:%S"), text)
         self.assertEqual(w.stats["rows"], 0)
