@@ -223,7 +223,7 @@ const DUE_REASON = 'stream_seq.reason'
  * @property {(info: {worker: /**
  * @typedef {Object} Options
  * @property {string|import('pg').ClientConfig} [connection]  given to new
- *   pg.Client() (undefined: node-postgres's PGHOST, PGDATABASE, ... variables)
+ *   pg.Client() (undefined or '': node-postgres's PGHOST, PGDATABASE, ... variables)
  * @property {string} stream     the stream table (a regclass text: 'events', 'app.events')
  * @property {string} consumer
  * @property {string} [worker]   this worker's name (GroupWorker: required, one per process)
@@ -320,7 +320,9 @@ class BaseWorker {
   async _connect () {
     if (this._client && !this._broken) return this._client
     await this._disconnect()
-    const client = new pg.Client(this.opts.connection)
+    // an empty string (DATABASE_URL set but empty) means none, as for
+    // libpq: the PG* variables; pg would take it for a URL of host "base"
+    const client = new pg.Client(this.opts.connection || undefined)
     this._broken = false
     client.on('error', (err) => {
       this._broken = true

@@ -249,12 +249,12 @@ like($out, qr/^stream-seq-lag: relation "no_such_table" does not exist \[42P01\]
 # permanent errors: the README's worker exits 1 with the message
 my ($bad, $bad_log) = start_quick_start('shipping-1', $node->connstr('nope') . ' user=app');
 is(wait_pid($bad, 30), 1, 'a database that does not exist: the worker exits 1');
-like(slurp_file($bad_log), qr/ERROR shipping-1: stopping: could not connect: .*database "nope" does not exist/,
+like(slurp_file($bad_log), qr/ERROR shipping-1: stopping: could not connect to .*, database nope: .*database "nope" does not exist/,
 	'with the message');
 my $free = PostgreSQL::Test::Cluster::get_free_port();
 ($bad, $bad_log) = start_quick_start('shipping-1', "host=127.0.0.1 port=$free dbname=postgres user=app");
 is(wait_pid($bad, 60), 1, 'no server on that port: it exits 1 after its connect attempts');
-like(slurp_file($bad_log), qr/ERROR shipping-1: stopping: could not connect in 10 attempts: /,
+like(slurp_file($bad_log), qr/ERROR shipping-1: stopping: could not connect to host 127\.0\.0\.1, port $free, database postgres in 10 attempts: /,
 	'with the message') or diag slurp_file($bad_log);
 $node->safe_psql('postgres', 'DROP TABLE events, shipping_applied');
 

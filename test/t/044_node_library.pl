@@ -313,6 +313,12 @@ is(wait_done($qs, 60), 1, 'a database that does not exist: exits 1');
 like(${ $qs->{err} }, qr/^\S+ stream-seq-worker error worker shipping-1: stopping: database "nope" does not exist \(SQLSTATE 3D000\)$/m,
 	'a database that does not exist: logged');
 is(${ $qs->{out} }, '', 'a database that does not exist: no counters printed');
+# DATABASE_URL set but empty: the PG* variables, as without it
+$qs = quick_start(DATABASE_URL => '', PGHOST => $node->host, PGPORT => $node->port,
+	PGUSER => 'app', PGDATABASE => 'nope');
+is(wait_done($qs, 60), 1, 'an empty DATABASE_URL: exits 1 on the PG* variables\' database');
+like(${ $qs->{err} }, qr/stopping: database "nope" does not exist \(SQLSTATE 3D000\)$/m,
+	'an empty DATABASE_URL: the PG* variables are used') or diag ${ $qs->{err} };
 my $positions = q{SELECT string_agg(slot || ':' || position, ',' ORDER BY slot)
                     FROM stream_seq.consumer_slots WHERE consumer = 'shipping'};
 my $before_positions = val($node, $positions);

@@ -4,6 +4,7 @@ dataclass.  Nothing here talks to the server."""
 
 import dataclasses
 import logging
+import os
 from datetime import timedelta
 
 from psycopg import sql
@@ -144,11 +145,33 @@ def describe(error):
     state = getattr(error, "sqlstate", None)
     diag = getattr(error, "diag", None)
     primary = getattr(diag, "message_primary", None) if state else None
-    text = " ".join((primary or str(error)).split())
+    # libpq's message may run over lines ("Connection refused" and, on the
+    # next, "Is the server running..."): one sentence each on one line
+    lines = [" ".join(line.split()) for line in (primary or str(error)).splitlines()]
+    lines = [line for line in lines if line]
+    text = " ".join(line if i == len(lines) - 1 or line[-1] in ".?!:;,"
+                    else line + "." for i, line in enumerate(lines))
     hint = getattr(diag, "message_hint", None) if state else None
     if hint and hint not in text:
         text += f" (hint: {hint})"
     return f"{text} [{state}]" if state else text
+
+
+def server_of(conninfo, overrides=None):
+    """Where a connection string points, for a message about a connection
+    that failed: "host localhost, port 5433, database app" (libpq's
+    defaults and PG* variables for what it leaves out), or None if it does
+    not parse (psycopg then says why)."""
+    try:
+        from psycopg.conninfo import conninfo_to_dict
+        params = conninfo_to_dict(conninfo or "", **(overrides or {}))
+    except Exception:
+        return None
+    host = params.get("host") or params.get("hostaddr") or os.environ.get("PGHOST")
+    port = params.get("port") or os.environ.get("PGPORT") or "5432"
+    db = params.get("dbname") or os.environ.get("PGDATABASE")
+    return ((f"host {host}" if host else "the default socket directory")
+            + f", port {port}" + (f", database {db}" if db else ""))
 
 
 def slot_list(slots):

@@ -31,7 +31,7 @@ import sys
 import psycopg
 from psycopg import sql
 
-from ._common import describe
+from ._common import describe, server_of
 
 BACKLOG_CAP = 100000            # as stream_seq.consumer_slots counts
 
@@ -126,7 +126,14 @@ def main(argv=None, prog="stream-seq-lag"):
     p.add_argument("--no-slots", action="store_true", help="one line per consumer, no slots")
     a = p.parse_args(argv)
     try:
-        with psycopg.connect(a.conninfo, autocommit=True) as conn:
+        conn = psycopg.connect(a.conninfo, autocommit=True)
+    except psycopg.Error as e:
+        where = server_of(a.conninfo)
+        print(f"{prog}: could not connect" + (f" to {where}" if where else "")
+              + f": {describe(e)}", file=sys.stderr)
+        return 1
+    try:
+        with conn:
             rows = describe_lag(conn, a.stream, a.consumer, not a.no_slots)
     except psycopg.Error as e:
         print(f"{prog}: {describe(e)}", file=sys.stderr)

@@ -19,7 +19,7 @@ from psycopg.rows import dict_row
 
 from ._common import (Hooks, PermanentError, Rows, Settings, Statements,
                       check_handlers, classify, describe, handler_fault, log,
-                      reason_of, refused_for_good, slot_list)
+                      reason_of, refused_for_good, server_of, slot_list)
 
 _LEASE_LOST = object()          # a page's result: claim again
 
@@ -144,9 +144,10 @@ class _Worker:
                 if self._connected or limit is None or attempts < limit:
                     return "connection"
                 raise PermanentError(
-                    f"could not connect in {attempts} attempts: {describe(e)}",
+                    f"could not connect{self._server()} in {attempts} attempts: {describe(e)}",
                     e.sqlstate) from e
-            raise PermanentError(f"could not connect: {describe(e)}", e.sqlstate) from e
+            raise PermanentError(f"could not connect{self._server()}: {describe(e)}",
+                                 e.sqlstate) from e
         what = classify(e, self._conn.broken)
         if what is None:
             raise PermanentError(f"{self._what()}: {describe(e)}", e.sqlstate) from e
@@ -156,10 +157,18 @@ class _Worker:
 
     def _retry_log(self, what, e, delay):
         if self._conn is None:
-            what = "could not connect"
+            what = "could not connect" + self._server()
         elif what == "connection":
             what = "connection lost"
         log.warning("%s: %s, trying again in %.2g s: %s", self.name, what, delay, describe(e))
+
+    def _server(self):
+        """" to host ..., port ..., database ..." for a connection that
+        failed, so that a wrong host or port shows in the message."""
+        where = server_of(self.conninfo,
+                          {k: v for k, v in self.connect_kwargs.items()
+                           if k in ("host", "hostaddr", "port", "dbname")})
+        return f" to {where}" if where else ""
 
     def _note_started(self):
         if not self.group:
@@ -170,7 +179,7 @@ class _Worker:
         the slots it waits for (held by other workers whose lease has not
         ended: a worker that is gone keeps them until then)."""
         total = holders[0][3] if holders else len(slots)
-        held = f"slots {slot_list(slots)} of {total or 0}" if slots else f"none of its {total or 0} slots"
+        held = f"slots {slot_list(slots)} of {total or 0}" if slots else f"none of the {total or 0} slots"
         if self._held is None:
             log.info("%s: started: %s, holds %s (lease %g s)", self.name,
                      self._what(), held, self.settings.lease.total_seconds())
@@ -205,7 +214,8 @@ class _Worker:
         log.info("%s: %d rows handled, %d parked in the last %s s (%d, %d since start); %s",
                  self.name, rows - r0, parked - p0,
                  f"{took:.0f}" if took >= 1 else f"{took:.2g}", rows, parked,
-                 f"behind by {behind} numbers" if behind > 0 else "caught up")
+                 "holds no slot" if self.group and not self.slots
+                 else f"behind by {behind} numbers" if behind > 0 else "caught up")
         self._progress_at = now + every
 
     def _log_parked(self):
