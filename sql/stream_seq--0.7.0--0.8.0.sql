@@ -327,7 +327,7 @@ COMMENT ON FUNCTION stream_seq._slot_read_state(regclass, text, integer, bigint)
 CREATE OR REPLACE FUNCTION stream_seq.read_slot(stream regclass, consumer text, slot integer,
                                                 token bigint, max_rows integer DEFAULT 100)
   RETURNS TABLE (seq bigint, "row" jsonb)
-  LANGUAGE plpgsql VOLATILE
+  LANGUAGE plpgsql STABLE
   SET search_path = pg_catalog, pg_temp
 AS $$
 DECLARE
@@ -368,7 +368,7 @@ COMMENT ON FUNCTION stream_seq.read_slot(regclass, text, integer, bigint, intege
 CREATE OR REPLACE FUNCTION stream_seq.read_slot_rows(stream anyelement, consumer text, slot integer,
                                                      token bigint, max_rows integer DEFAULT 100)
   RETURNS SETOF anyelement
-  LANGUAGE plpgsql VOLATILE
+  LANGUAGE plpgsql STABLE
   SET search_path = pg_catalog, pg_temp
 AS $$
 DECLARE
