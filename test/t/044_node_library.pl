@@ -746,7 +746,7 @@ const stop = new AbortController()
 const trail = []
 let applied = 0
 const t0 = Date.now()
-const bound = setTimeout(() => stop.abort(), 30000)
+const bound = setTimeout(() => stop.abort(), 120000)
 new GroupWorker({
   connection: process.argv[2], stream: 'held_ev', consumer: 'g', worker: 'w',
   pageSize: 50, dueMs: 3600000, logLevel: 'warn',
