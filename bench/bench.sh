@@ -96,8 +96,10 @@
 #  15 per-key order through retries (bench/key_order_bench.sh, its own
 #     cluster): rows/s of one worker draining a group of 4 slots with 0 %,
 #     0.1 % and 1 % poison keys (a key's first row fails twice), with and
-#     without set_key_order(); and read_slot() with nothing parked, with
-#     and without it (pages/s, rows per page, microseconds per row)
+#     without set_key_order(); read_slot() with nothing parked, with
+#     and without it (pages/s, rows per page, microseconds per row); and
+#     the wake-up latency (p50, p99) of the keys not held, with 0 % and
+#     1 % poison keys, with and without it
 # Prints the tables, writes them to bench/results.md, draws
 # bench/throughput.png (gnuplot) and keeps the raw numbers in bench/out/.
 #

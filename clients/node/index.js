@@ -478,12 +478,32 @@ class BaseWorker {
   }
 
   /**
-   * Takes the consumer's due retries, in an explicit transaction of their
-   * own with the work (in autocommit due() would resolve them at once).
+   * Takes the consumer's due retries, at most every dueMs, and again at
+   * once after a call that handed rows back and committed: under per-key
+   * order a held key comes back one row per call, its next row due as
+   * soon as the previous one committed, so waiting dueMs between calls
+   * would drain it at one row per dueMs. At most a page's worth of rows
+   * before the slots get their turn; if the last call still had rows, the
+   * next loop takes due() again without waiting dueMs.
    */
   async _due (signal) {
     if (Date.now() < this._nextDue) return 0
     this._nextDue = Date.now() + this.dueMs
+    let total = 0
+    let n
+    do {
+      n = await this._dueOnce(signal)
+      total += n
+    } while (n > 0 && total < this.pageSize && !signal.aborted)
+    if (n > 0) this._nextDue = 0
+    return total
+  }
+
+  /**
+   * One due() call, in an explicit transaction of its own with the work
+   * (in autocommit due() would resolve them at once).
+   */
+  async _dueOnce (signal) {
     const t0 = Date.now()
     const st = await this._statements()
     await this._q('BEGIN')

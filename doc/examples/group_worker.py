@@ -7,9 +7,17 @@ Run one process per worker, each with a name of its own:
 
 It claims its share of the group's slots, and for each slot it holds reads
 a page, applies it and advances the slot past it, in one transaction. A
-row whose handler keeps failing is parked (set aside for replay()) after
-MAX_ATTEMPTS tries, so that one bad row does not stop its slot. When its
-slots are empty it sleeps in wait() until the next commit on the stream.
+row whose handler keeps failing is parked after MAX_ATTEMPTS tries, so
+that one bad row does not stop its slot: with the group's retry policy
+(set_retry_policy()) due() hands it back when it is due, without one it
+waits for replay(). Each round it also takes the rows due() hands back,
+in a transaction of its own, and calls due() again at once while it
+hands rows back (a page's worth at most): under per-key order
+(set_key_order()) the later rows of a parked row's key are held, and
+due() hands them back in order, one row of the key per call, each once
+the row before it is applied; nothing else in the worker changes. When
+its slots are empty and nothing was due it sleeps in wait() until the
+next commit on the stream.
 On SIGTERM or SIGINT it releases its slots and exits (once a wait() in
 progress returns: within WAIT).
 
@@ -112,6 +120,39 @@ def work_slot(conn, stream, consumer, slot, token, failures):
     return len(page)
 
 
+def work_due(conn, stream, consumer):
+    """Apply the rows due() hands back (retries, and held rows under
+    per-key order), in a transaction of their own (in autocommit due()
+    would resolve them at once, and a failure afterwards would lose the
+    retry); a row that fails again, or that retention removed, is parked
+    again (one more attempt).  Returns the number of rows handed back."""
+    parked = []
+    with conn.transaction():
+        with conn.cursor(row_factory=dict_row) as cur:
+            cur.execute("SELECT seq, \"row\", attempts FROM stream_seq.due(%s, %s, %s)",
+                        (stream, consumer, PAGE))
+            got = cur.fetchall()
+            for r in got:
+                try:
+                    if r["row"] is None:
+                        raise ValueError("row removed by retention")
+                    with conn.transaction():     # a savepoint per row
+                        apply_row(cur, r["seq"], r["row"])
+                except psycopg.errors.QueryCanceled:
+                    raise
+                except (psycopg.Error, ValueError) as e:
+                    state = getattr(e, "sqlstate", None)
+                    if state and (state in (LEASE_LOST, SERIALIZATION_FAILURE)
+                                  or state.startswith("42")):
+                        raise
+                    cur.execute("SELECT stream_seq.park(%s, %s, %s, %s)",
+                                (stream, consumer, r["seq"], str(e)[:200]))
+                    parked.append((r["seq"], r["attempts"] + 1, " ".join(str(e).split())))
+    for seq, attempt, reason in parked:         # committed
+        log.warning("row %s parked again (attempt %d): %s", seq, attempt, reason)
+    return len(got)
+
+
 def run(dsn, stream, consumer, worker, failures):
     global connected
     held = None
@@ -143,6 +184,20 @@ def run(dsn, stream, consumer, worker, failures):
                     if e.sqlstate == LEASE_LOST:
                         break           # claim again
                     handled += 1        # 40001 or a row that failed: again
+            # the due rows; again at once while due() hands rows back (a
+            # held key comes back one row per call), a page's worth at most
+            due = 0
+            while not stopping and due < PAGE:
+                try:
+                    n = work_due(conn, stream, consumer)
+                except psycopg.Error as e:
+                    if conn.broken or e.sqlstate != SERIALIZATION_FAILURE:
+                        raise
+                    n = 1               # 40001: again
+                due += n
+                if n == 0:
+                    break
+            handled += due
             if handled == 0 and not stopping:
                 with conn.cursor() as cur:
                     cur.execute("SELECT stream_seq.wait(%s, %s, %s)",

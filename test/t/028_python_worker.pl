@@ -11,6 +11,10 @@
 #
 #  - every committed row was applied exactly once, or, if poison, parked
 #    (after the worker's three attempts), never both;
+#  - under per-key order (set_key_order(), 'until_applied') and a retry
+#    policy of 2 attempts, the poison customer's rows held behind a
+#    parked row came back through the worker's due() calls, each failed
+#    again and ended a dead letter after 2 attempts: no row is left held;
 #  - the rows of each customer were applied in number order;
 #  - on SIGTERM each worker released its slots and exited 0;
 #  - it logs the slots it holds and each row it parks, and exits 1 with
@@ -35,6 +39,10 @@ CREATE EXTENSION stream_seq;
 CREATE TABLE events (id bigserial PRIMARY KEY, customer_id int, payload jsonb);
 SELECT stream_seq.enable('events');
 SELECT stream_seq.create_group('events', 'shipping', 'customer_id', 4);
+-- a customer's rows in order through retries: the rows behind a parked
+-- row are held, and come back through due(), which the worker calls
+SELECT stream_seq.set_retry_policy('events', 'shipping', 2, '0 s', 1, '0 s');
+SELECT stream_seq.set_key_order('events', 'shipping', 'until_applied');
 -- the worker's table, as in the docs, with an order of application and a
 -- check that makes rows of customer -1 poison
 CREATE TABLE shipping_applied (seq bigint PRIMARY KEY, customer_id int
@@ -100,6 +108,21 @@ while (time() < $deadline)
 }
 is($done, $total, 'the workers caught up: every row applied or parked')
   or diag map { $_->{handle}->pump_nb; ${ $_->{err} } } @workers;
+
+# the poison rows come back through due() until each is a dead letter
+my $pending;
+while (time() < $deadline)
+{
+	$pending = val($node, q{SELECT count(*) FROM stream_seq.parked_rows WHERE NOT dead});
+	last if $pending == 0;
+	$_->{handle}->pump_nb for @workers;
+	usleep(200_000);
+}
+is($pending, '0', 'per-key order: no row left held or waiting for its retry')
+  or diag map { $_->{handle}->pump_nb; ${ $_->{err} } } @workers;
+is(val($node, q{SELECT count(*) || '/' || count(*) FILTER (WHERE dead AND attempts = 2)
+                  FROM stream_seq.parked_rows}),
+	"$poisoned/$poisoned", 'per-key order: every poison row a dead letter after 2 attempts');
 
 foreach my $w (@workers)
 {

@@ -31,6 +31,10 @@
 #    BigInt.
 #  - A parked row deleted before its retry: due() hands it back without
 #    a row; it is parked again with a reason, not handed to the handler.
+#  - Under per-key order, a key with 300 rows held behind a parked row
+#    drains in one run whose dueMs is an hour, in commit order: due() is
+#    called again at once while it hands rows back, at most a page's
+#    worth before the slots' turn.
 #  - Three group workers (lease 3 s) and one plain-consumer worker run
 #    against writers (savepoints, more than 64 subtransactions in some
 #    transactions, poison rows the handler refuses, rows the table's CHECK
@@ -714,6 +718,83 @@ is($gone_out, "park $seq1 2 row removed by retention\nhandled $seq2:2\n",
   or diag $gone_err;
 is(val($node, q{SELECT attempts || '/' || reason FROM stream_seq.parked_rows WHERE consumer = 'p'}),
 	'2/row removed by retention', 'the gone row is parked with its reason, one more attempt');
+
+# --- under per-key order due() hands a held key back one row per call:
+# the worker calls it again at once while it hands rows back, a page's
+# worth at most before the slots' turn, not once per dueMs (an hour here).
+# Key 1's rows 2..301 are held behind row 1, refused at its first delivery
+# and due at once; 10 rows of key 2 come after them.
+$node->safe_psql('postgres', q{
+SET ROLE app;
+CREATE TABLE held_ev (id bigserial PRIMARY KEY, k int);
+SELECT stream_seq.enable('held_ev');
+SELECT stream_seq.create_group('held_ev', 'g', 'k', 1);
+SELECT stream_seq.set_retry_policy('held_ev', 'g', max_attempts => 3, delay => '0 s', backoff => 1);
+SELECT stream_seq.set_key_order('held_ev', 'g', 'until_applied');
+CREATE TABLE held_applied (seq bigint PRIMARY KEY, k int, attempts int, ord bigserial);
+INSERT INTO held_ev (k) SELECT 1 FROM generate_series(1, 301);
+SELECT token FROM stream_seq.claim('held_ev', 'g', 'setup', '30 s') \gset
+BEGIN;
+SELECT count(*) FROM stream_seq.read_slot_rows(NULL::held_ev, 'g', 0, :token);
+SELECT stream_seq.park('held_ev', 'g', min(seq), 'refused at its first delivery') FROM held_ev;
+SELECT stream_seq.advance_slot('held_ev', 'g', 0, :token, min(seq)) FROM held_ev;
+COMMIT;
+SELECT count(*) FROM stream_seq.read_slot_rows(NULL::held_ev, 'g', 0, :token);
+SELECT stream_seq.release('held_ev', 'g', 'setup');
+INSERT INTO held_ev (k) SELECT 2 FROM generate_series(1, 10);
+});
+is(val($node, q{SELECT count(*) FILTER (WHERE held) || '/' || count(*) FROM stream_seq.parked_rows WHERE consumer = 'g' AND stream = 'held_ev'::regclass}),
+	'300/301', 'per-key order: 300 rows held behind a parked row');
+my $held_js = $node->basedir . '/held.js';
+append_to_file($held_js, q{
+const { GroupWorker } = require('stream-seq-worker')
+const stop = new AbortController()
+const trail = []
+let applied = 0
+const t0 = Date.now()
+const bound = setTimeout(() => stop.abort(), 120000)
+new GroupWorker({
+  connection: process.argv[2], stream: 'held_ev', consumer: 'g', worker: 'w',
+  pageSize: 50, dueMs: 3600000, logLevel: 'warn',
+  async handleRow ({ seq, row, attempts }, { client }) {
+    await client.query('INSERT INTO held_applied (seq, k, attempts) VALUES ($1, $2, $3)',
+      [String(seq), row.k, attempts])
+  },
+  hooks: {
+    page ({ retry, applied: n }) {
+      trail.push(retry ? 'd' : 's')
+      applied += n
+      if (applied === 311) stop.abort()
+    }
+  }
+}).run({ signal: stop.signal }).then(() => {
+  clearTimeout(bound)
+  console.log('trail', trail.join(''))
+  console.log('ms', Date.now() - t0)
+})
+});
+my ($held_out, $held_err) = ('', '');
+IPC::Run::run([ 'node', $held_js, $url ], '<', \undef, '>', \$held_out, '2>', \$held_err,
+	IPC::Run::timeout($PostgreSQL::Test::Utils::timeout_default));
+my ($trail) = $held_out =~ /^trail (\w*)$/m;
+my ($held_ms) = $held_out =~ /^ms (\d+)$/m;
+ok(defined $trail && defined $held_ms, 'per-key order: the worker ran') or diag "$held_out$held_err";
+$trail //= '';
+note "held key of 300 rows drained in $held_ms ms" if defined $held_ms;
+is( val($node, q{SELECT (SELECT string_agg(seq::text, ',' ORDER BY ord) FROM held_applied WHERE k = 1)
+                      = (SELECT string_agg(seq::text, ',' ORDER BY seq) FROM held_ev WHERE k = 1)}),
+	't', 'per-key order: the held key drained in one run whose dueMs is an hour, in commit order');
+is( val($node, q{SELECT count(*) || '/' || count(*) FILTER (WHERE attempts = 1) FROM held_applied}),
+	'311/1', 'per-key order: every row applied once, the parked one at its second attempt');
+is(val($node, q{SELECT count(*) FROM stream_seq.parked_rows WHERE stream = 'held_ev'::regclass}),
+	'0', 'per-key order: nothing left parked');
+is(($trail =~ tr/d//), 301, 'per-key order: one row of the key per due() call');
+my $before_last_page = substr($trail, 0, rindex($trail, 's'));
+my $longest = 0;
+$longest < length($_) and $longest = length($_) for split /s/, $before_last_page;
+ok($longest > 1 && $longest <= 50,
+	"per-key order: due() again at once, a page's worth at most before the slot's turn ($longest)")
+  or diag $trail;
 
 stop_pgbouncer($bouncer);
 $node->stop;

@@ -74,9 +74,18 @@ class _AsyncWorker(_Worker):
                 return True
             busy = busy or n > 0
         if time.monotonic() >= self._due_at and not self._stopping:
-            busy = await self._due() > 0 or busy
-            self._due_at = time.monotonic() + self.settings.due_every
+            busy = await self._drain_due() > 0 or busy
         return busy
+
+    async def _drain_due(self):
+        total = n = 0
+        while not self._stopping:
+            n = await self._due()
+            total += n
+            if n == 0 or total >= self.settings.page_size:
+                break
+        self._due_at = time.monotonic() + (0 if n else self.settings.due_every)
+        return total
 
     async def _claim(self):
         cur = await self._conn.execute(Statements.CLAIM, (

@@ -260,9 +260,26 @@ class _Worker:
                 return True
             busy = busy or n > 0
         if time.monotonic() >= self._due_at and not self._stopping:
-            busy = self._due() > 0 or busy
-            self._due_at = time.monotonic() + self.settings.due_every
+            busy = self._drain_due() > 0 or busy
         return busy
+
+    def _drain_due(self):
+        """Take due() again at once after a call that handed rows back and
+        committed: under per-key order a held key comes back one row per
+        call, its next row due as soon as the previous one committed, so
+        waiting due_every between calls would drain it at one row per
+        due_every.  At most a page's worth of rows before the slots get
+        their turn; if the last call still had rows, the next round takes
+        due() again without waiting due_every.  Returns the rows handed
+        back."""
+        total = n = 0
+        while not self._stopping:
+            n = self._due()
+            total += n
+            if n == 0 or total >= self.settings.page_size:
+                break
+        self._due_at = time.monotonic() + (0 if n else self.settings.due_every)
+        return total
 
     def _claim(self):
         """Claim (or renew) this worker's share of the group's slots."""

@@ -108,6 +108,61 @@ def held(name):
                "WHERE stream = %s::regclass AND worker IS NOT NULL", (name,))[0][0]
 
 
+def held_key(n):
+    """A group "c" under per-key order whose key 1 has rows 2..n+1 held
+    behind row 1, which a worker's first attempt refused and which is now
+    due for its second attempt; then 10 rows of key 2 (n+2..n+11) that no
+    one has read.  Returns the name."""
+    name = stream(0, group_slots=2)
+    sql("SELECT stream_seq.set_retry_policy(%s, 'c', 3, '1 s', 1, '1 s')", (name,))
+    sql("SELECT stream_seq.set_key_order(%s, 'c', 'until_applied')", (name,))
+    sql(f"INSERT INTO {name} (k) SELECT 1 FROM generate_series(1, %s)", (n + 1,))
+    apply = applier(name)
+
+    def refuse_row_1(cur, row):
+        if row["seq"] == 1:
+            raise RuntimeError("not yet")
+        apply(cur, row)
+    # row 1 is parked; the next read parks the others as held, in one page
+    GroupWorker(DSN, name, "c", "w", handle_row=refuse_row_1,
+                due_every=3600).run(until_idle=True)
+    assert sql("SELECT count(*) FILTER (WHERE held), count(*) FILTER (WHERE seq = 1 AND attempts = 1) "
+               "FROM stream_seq.parked_rows WHERE stream = %s::regclass", (name,))[0] == (n, 1)
+    for _ in range(100):
+        if sql("SELECT due_at <= now() FROM stream_seq.parked_rows "
+               "WHERE stream = %s::regclass AND seq = 1", (name,))[0][0]:
+            break
+        time.sleep(0.1)
+    sql(f"INSERT INTO {name} (k) SELECT 2 FROM generate_series(1, 10)")
+    return name
+
+
+class DueTrail(Hooks):
+    """Records the slot of each page committed ("due" for due() calls)."""
+
+    def __init__(self):
+        self.trail = []
+
+    def page(self, worker, slot, rows, parked, seconds):
+        self.trail.append(slot)
+
+
+def check_drained(test, name, n, w, trail, page_size):
+    """Key 1 drained in one run() whose due_every is an hour: in order,
+    one row per due() call, at most a page's worth of due() rows between
+    two pages of key 2's slot while key 2 still had rows."""
+    test.assertEqual(sql(f"SELECT array_agg(seq ORDER BY ord) FROM {name}_applied WHERE k = 1")[0][0],
+                     list(range(1, n + 2)), "key 1 in commit order")
+    test.assertEqual(sql(f"SELECT count(*) FROM {name}_applied WHERE k = 2")[0][0], 10)
+    test.assertEqual(parked_count(name), 0)
+    test.assertEqual(w.stats["due"], n + 1)
+    test.assertEqual(trail.count("due"), n + 1, "one row of the key per due() call")
+    last_slot_page = max(i for i, s in enumerate(trail) if s != "due")
+    runs = "".join("d" if s == "due" else "s" for s in trail[:last_slot_page]).split("s")
+    test.assertLessEqual(max(len(r) for r in runs), page_size, "the slots are not starved")
+    test.assertGreater(max(len(r) for r in runs), 1, "due() again at once")
+
+
 class Case(unittest.TestCase):
 
     def tearDown(self):
@@ -184,6 +239,17 @@ class Sync(Case):
                              "WHERE stream = %s::regclass", (name,)), [(11, 3, True)])
         self.assertGreaterEqual(w.stats["due"], 3, "row 5 again, row 11 twice")
         oracle(self, name, poison=1, retried=[5])
+
+    def test_held_key_drains_at_once(self):
+        # under per-key order due() hands a held key back one row per call:
+        # the worker calls it again at once while it hands rows back, not
+        # once per due_every (an hour here: the run would end after row 1)
+        name = held_key(300)
+        trail = DueTrail()
+        w = GroupWorker(DSN, name, "c", "w", handle_row=applier(name), hooks=trail,
+                        due_every=3600, page_size=50)
+        w.run(until_idle=True)
+        check_drained(self, name, 300, w, trail.trail, 50)
 
     def test_due_row_gone(self):
         # a parked row deleted before its retry (retention with
@@ -439,6 +505,18 @@ class Async(Case):
         oracle(self, name, poison=2)
         self.assertEqual(sum(w.stats["parked"] for w in ws), 2)
         self.assertEqual(held(name), 0)
+
+    def test_async_held_key_drains_at_once(self):
+        name = held_key(300)
+        trail = DueTrail()
+
+        async def handle(cur, row):
+            await cur.execute(f"INSERT INTO {name}_applied (seq, k) VALUES (%s, %s)",
+                              (row["seq"], row["k"]))
+        w = AsyncGroupWorker(DSN, name, "c", "w", handle_row=handle, hooks=trail,
+                             due_every=3600, page_size=50)
+        asyncio.run(w.run(until_idle=True))
+        check_drained(self, name, 300, w, trail.trail, 50)
 
     def test_async_plain_consumer_page_handler_and_stop(self):
         name = stream(40)
