@@ -607,7 +607,7 @@ stream_seq_slot_state(PG_FUNCTION_ARGS)
 	{
 		int64		key_order = 0;
 
-		slot_expr = stream_catalog_text_row("SELECT slot_expr, (key_order IS NOT NULL)::pg_catalog.int8 "
+		slot_expr = stream_catalog_text_row("SELECT slot_expr, (key_order IS NOT NULL)::pg_catalog.int4::pg_catalog.int8 "
 											"FROM stream_seq.consumer "
 											"WHERE stream = $1 AND consumer = $2",
 											2, argtypes, args, &key_order, 1);
