@@ -37,3 +37,35 @@ SELECT seq FROM stream_seq.due('kel', 'g');
 SELECT seq FROM stream_seq.due('kel', 'g');
 SELECT seq, held, dead, release_reason FROM stream_seq.parked_rows ORDER BY seq;
 SELECT stream_seq.drop_consumer('kel', 'g');
+
+-- A key is named by its text whatever the session's settings: a bytea key
+-- parked under bytea_output 'hex' holds its rows for a read under
+-- 'escape', and a float8 key parked under extra_float_digits 0 for a read
+-- under the default.
+CREATE TABLE keb (k bytea, f float8, v int);
+SELECT stream_seq.enable('keb');
+INSERT INTO keb SELECT '\x0102'::bytea, 0.1::float8 + 0.2::float8, g FROM generate_series(1, 3) g;
+SELECT stream_seq.create_group('keb', 'gb', 'k', 1);
+SELECT stream_seq.create_group('keb', 'gf', 'f', 1);
+SELECT stream_seq.set_key_order('keb', 'gb', 'until_applied');
+SELECT stream_seq.set_key_order('keb', 'gf', 'until_applied');
+SELECT token AS tb FROM stream_seq.claim('keb', 'gb', 'w1', '1 minute') \gset
+SELECT token AS tf FROM stream_seq.claim('keb', 'gf', 'w1', '1 minute') \gset
+BEGIN;
+SET LOCAL extra_float_digits = 0;
+SELECT stream_seq.park('keb', 'gb', 1, 'boom');
+SELECT stream_seq.advance_slot('keb', 'gb', 0, :tb, 1);
+SELECT stream_seq.park('keb', 'gf', 1, 'boom');
+SELECT stream_seq.advance_slot('keb', 'gf', 0, :tf, 1);
+COMMIT;
+BEGIN;
+SET LOCAL bytea_output = escape;
+SELECT seq FROM stream_seq.read_slot('keb', 'gb', 0, :tb);
+COMMIT;
+SELECT seq FROM stream_seq.read_slot('keb', 'gf', 0, :tf);
+SELECT consumer, seq, key, held FROM stream_seq.parked_rows
+ WHERE stream = 'keb'::regclass ORDER BY consumer, seq;
+-- release_key() names the key so
+SELECT stream_seq.release_key('keb', 'gb', '\x0102', 'by its hex'),
+       stream_seq.release_key('keb', 'gf', '0.30000000000000004', 'shortest exact');
+SELECT stream_seq.drop_consumer('keb', 'gb'), stream_seq.drop_consumer('keb', 'gf');

@@ -180,6 +180,7 @@ parked_row_key(Oid relid, const char *consumer, int64 seq)
 	(void) set_config_option("search_path", "pg_catalog, pg_temp",
 							 PGC_USERSET, PGC_S_SESSION,
 							 GUC_ACTION_SAVE, true, 0, false);
+	stream_pin_key_output();
 	if (SPI_connect() != SPI_OK_CONNECT)
 		elog(ERROR, "SPI_connect failed");
 	if (SPI_execute_with_args(psprintf("SELECT (%s)::pg_catalog.text FROM %s t WHERE t.%s = $1",
