@@ -69,3 +69,29 @@ SELECT consumer, seq, key, held FROM stream_seq.parked_rows
 SELECT stream_seq.release_key('keb', 'gb', '\x0102', 'by its hex'),
        stream_seq.release_key('keb', 'gf', '0.30000000000000004', 'shortest exact');
 SELECT stream_seq.drop_consumer('keb', 'gb'), stream_seq.drop_consumer('keb', 'gf');
+
+-- What due() and replay() may take of a key: its rows up to the first that
+-- holds it, that one included (a dead letter before it does not hold the
+-- key under 'until_applied'), and every row whose key is NULL.
+CREATE TABLE ken (k int, v int);
+SELECT stream_seq.enable('ken');
+INSERT INTO ken VALUES (1, 1), (1, 2), (NULL, 3), (1, 4), (2, 5), (NULL, 6), (2, 7);
+SELECT stream_seq.create_group('ken', 'g', 'k', 1);
+SELECT stream_seq.set_key_order('ken', 'g', 'until_applied');
+SELECT stream_seq.set_retry_policy('ken', 'g', 1, '0 seconds', 1, '0 seconds');
+SELECT stream_seq.park('ken', 'g', 1, 'dead at once');
+SELECT stream_seq.set_retry_policy('ken', 'g', 5, '1 hour', 1, '1 hour');
+SELECT stream_seq.park('ken', 'g', s, 'boom') FROM unnest(ARRAY[2, 3, 5, 6]) s;
+SELECT token FROM stream_seq.claim('ken', 'g', 'w1', '1 minute') \gset
+SELECT stream_seq.advance_slot('ken', 'g', 0, :token, 3);
+-- 4 (key 1) is held; 5, parked already, is passed over; the page ends
+-- before 7 (key 2)
+SELECT seq FROM stream_seq.read_slot('ken', 'g', 0, :token);
+SELECT seq, key, held, dead, waits_behind FROM stream_seq.parked_rows
+ WHERE stream = 'ken'::regclass ORDER BY seq;
+-- nothing is due before its hour
+SELECT seq FROM stream_seq.due('ken', 'g');
+BEGIN;
+SELECT seq FROM stream_seq.replay('ken', 'g');
+ROLLBACK;
+SELECT stream_seq.drop_consumer('ken', 'g');
