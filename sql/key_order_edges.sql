@@ -95,3 +95,7 @@ BEGIN;
 SELECT seq FROM stream_seq.replay('ken', 'g');
 ROLLBACK;
 SELECT stream_seq.drop_consumer('ken', 'g');
+
+SELECT stream_seq.disable('kel'), stream_seq.disable('keb'), stream_seq.disable('ken');
+DROP TABLE kel, keb, ken;
+SELECT count(*) AS left_parked FROM stream_seq.parked;

@@ -428,27 +428,36 @@ stream_seq_take_parked(PG_FUNCTION_ARGS)
 		 * caller has taken but not committed still holds it), so at most
 		 * one row of a key per call.  A held row is due as soon as that
 		 * is so.  Whether a dead letter holds its key is the group's
-		 * policy, read by the statement.  The first row that holds each
-		 * key is found once (b), not once for every parked row: a key
-		 * held for long has many held rows, which every call passes over.
+		 * policy, read by the statement.
 		 */
-#define TAKE_KEYED(due_filter) \
-		"UPDATE stream_seq.parked p SET resolved = true " \
-		"WHERE (stream, consumer, seq) IN (" \
-		"  SELECT x.stream, x.consumer, x.seq FROM stream_seq.parked x " \
-		"  LEFT JOIN (SELECT q.key, pg_catalog.min(q.seq) AS first " \
-		"               FROM stream_seq.parked q " \
-		"              WHERE q.stream = $1 AND q.consumer = $2 AND q.key IS NOT NULL " \
-		"                AND " STREAM_KEY_BLOCKS("q", UNTIL_RELEASED) \
-		"              GROUP BY q.key) b ON b.key = x.key " \
-		"   WHERE x.stream = $1 AND x.consumer = $2 AND NOT x.resolved " \
-		due_filter \
-		"     AND (b.first IS NULL OR x.seq <= b.first) " \
-		"   ORDER BY x.seq LIMIT $3 FOR UPDATE OF x SKIP LOCKED) " \
-		"RETURNING p.seq, p.reason, p.attempts"
 		if (SPI_execute_with_args(only_due ?
-								  TAKE_KEYED("     AND NOT x.dead AND (x.due_at <= $4 OR x.held) ") :
-								  TAKE_KEYED(""),
+								  "UPDATE stream_seq.parked p SET resolved = true "
+								  "WHERE (stream, consumer, seq) IN ("
+								  "  SELECT x.stream, x.consumer, x.seq FROM stream_seq.parked x "
+								  "   WHERE x.stream = $1 AND x.consumer = $2 AND NOT x.resolved "
+								  "     AND NOT x.dead AND (x.due_at <= $4 OR x.held) "
+								  "     AND (x.key IS NULL OR NOT EXISTS ("
+								  "          SELECT FROM stream_seq.parked q "
+								  "           WHERE q.stream = x.stream AND q.consumer = x.consumer "
+								  "             AND pg_catalog.hashtextextended(q.key, 0) = "
+								  "                 pg_catalog.hashtextextended(x.key, 0) "
+								  "             AND q.key = x.key AND q.seq < x.seq AND "
+								  STREAM_KEY_BLOCKS("q", UNTIL_RELEASED) ")) "
+								  "   ORDER BY x.seq LIMIT $3 FOR UPDATE OF x SKIP LOCKED) "
+								  "RETURNING p.seq, p.reason, p.attempts" :
+								  "UPDATE stream_seq.parked p SET resolved = true "
+								  "WHERE (stream, consumer, seq) IN ("
+								  "  SELECT x.stream, x.consumer, x.seq FROM stream_seq.parked x "
+								  "   WHERE x.stream = $1 AND x.consumer = $2 AND NOT x.resolved "
+								  "     AND (x.key IS NULL OR NOT EXISTS ("
+								  "          SELECT FROM stream_seq.parked q "
+								  "           WHERE q.stream = x.stream AND q.consumer = x.consumer "
+								  "             AND pg_catalog.hashtextextended(q.key, 0) = "
+								  "                 pg_catalog.hashtextextended(x.key, 0) "
+								  "             AND q.key = x.key AND q.seq < x.seq AND "
+								  STREAM_KEY_BLOCKS("q", UNTIL_RELEASED) ")) "
+								  "   ORDER BY x.seq LIMIT $3 FOR UPDATE OF x SKIP LOCKED) "
+								  "RETURNING p.seq, p.reason, p.attempts",
 								  4, argtypes, values, NULL, false, 0) < 0)
 			elog(ERROR, "could not take parked rows");
 	}
