@@ -96,6 +96,35 @@ SELECT seq FROM stream_seq.replay('ken', 'g');
 ROLLBACK;
 SELECT stream_seq.drop_consumer('ken', 'g');
 
-SELECT stream_seq.disable('kel'), stream_seq.disable('keb'), stream_seq.disable('ken');
-DROP TABLE kel, keb, ken;
+-- A read that parked held rows, prepared: the held rows and the move of
+-- the slot past them commit together, with the prepared transaction;
+-- meanwhile the slot is where it was and nothing is held.
+CREATE TABLE kep (k int, v int);
+SELECT stream_seq.enable('kep');
+INSERT INTO kep SELECT g % 2, g FROM generate_series(1, 6) g;
+SELECT stream_seq.create_group('kep', 'g', 'k', 1);
+SELECT stream_seq.set_key_order('kep', 'g', 'until_applied');
+SELECT token FROM stream_seq.claim('kep', 'g', 'w1', '1 minute') \gset
+SELECT stream_seq.park('kep', 'g', 1, 'boom');
+SELECT stream_seq.advance_slot('kep', 'g', 0, :token, 2);
+-- ROLLBACK PREPARED: neither
+BEGIN;
+SELECT seq FROM stream_seq.read_slot('kep', 'g', 0, :token);
+PREPARE TRANSACTION 'key_order_edges_read';
+ROLLBACK PREPARED 'key_order_edges_read';
+SELECT position FROM stream_seq.consumer_slots WHERE stream = 'kep'::regclass;
+SELECT seq, held FROM stream_seq.parked_rows WHERE stream = 'kep'::regclass ORDER BY seq;
+-- COMMIT PREPARED: both
+BEGIN;
+SELECT seq FROM stream_seq.read_slot('kep', 'g', 0, :token);
+PREPARE TRANSACTION 'key_order_edges_read';
+SELECT position FROM stream_seq.consumer_slots WHERE stream = 'kep'::regclass;
+SELECT seq, held FROM stream_seq.parked_rows WHERE stream = 'kep'::regclass ORDER BY seq;
+COMMIT PREPARED 'key_order_edges_read';
+SELECT position FROM stream_seq.consumer_slots WHERE stream = 'kep'::regclass;
+SELECT seq, held FROM stream_seq.parked_rows WHERE stream = 'kep'::regclass ORDER BY seq;
+
+SELECT stream_seq.disable('kel'), stream_seq.disable('keb'), stream_seq.disable('ken'),
+       stream_seq.disable('kep');
+DROP TABLE kel, keb, ken, kep;
 SELECT count(*) AS left_parked FROM stream_seq.parked;
