@@ -19,7 +19,7 @@ PG_CPPFLAGS  += -DSTREAM_SEQ_LIBRARY_VERSION='"$(EXT_VERSION)"'
 
 # Regression suites (sql/NAME.sql, expected/NAME.out), in the order they
 # run: upgrade drops and recreates the extension, so it comes last.
-REGRESS        = enable writes applications write_path horizon consumers groups groups_resize commit_times typed_reads retries key_order \
+REGRESS        = enable writes applications write_path horizon consumers groups groups_resize commit_times typed_reads retries key_order key_order_edges \
                  lifecycle security ordinary_role partitions operations retention_policy metrics upgrade
 # Isolation specs (test/specs/NAME.spec, expected/NAME.out).
 ISOLATION      = $(basename $(notdir $(wildcard test/specs/*.spec)))

@@ -104,6 +104,13 @@ ALTER FUNCTION app.definer_head() OWNER TO app_owner;
 SELECT app.definer_head();
 DROP FUNCTION app.definer_head();
 DROP SCHEMA closed_schema CASCADE;
+-- a role that has USAGE refused CREATE in the schema gets no hint: the
+-- GRANT would change nothing
+GRANT USAGE ON SCHEMA stream_seq TO app_owner;
+SET ROLE app_owner;
+CREATE TABLE stream_seq.not_here (a int);
+RESET ROLE;
+REVOKE USAGE ON SCHEMA stream_seq FROM app_owner;
 
 -- after the documented GRANT, the role makes and uses its own stream
 GRANT USAGE ON SCHEMA stream_seq TO app_owner;

@@ -287,7 +287,11 @@ ALTER TABLE stream_seq.parked ADD COLUMN key text,
   ADD COLUMN held boolean NOT NULL DEFAULT false,
   ADD COLUMN released_at timestamptz,
   ADD COLUMN release_reason text;
-CREATE INDEX parked_key_idx ON stream_seq.parked (stream, consumer, key, seq)
+-- The index holds a hash of the key, not the key: a key may be longer than
+-- a btree entry can be (about 2700 bytes), and a row of such a key must
+-- still park.  Lookups compare the hashes, then the keys.
+CREATE INDEX parked_key_idx ON stream_seq.parked
+  (stream, consumer, pg_catalog.hashtextextended(key, 0), seq)
   WHERE key IS NOT NULL AND NOT resolved;
 
 CREATE FUNCTION stream_seq.set_key_order(stream regclass, consumer text, hold text)
@@ -414,7 +418,9 @@ CREATE OR REPLACE VIEW stream_seq.parked_rows WITH (security_barrier) AS
 SELECT p.stream, p.consumer, p.seq, p.reason, p.attempts, p.first_failed, p.last_failed,
        p.due_at, p.dead, p.key, p.held,
        (SELECT pg_catalog.min(q.seq) FROM stream_seq.parked q
-         WHERE q.stream = p.stream AND q.consumer = p.consumer AND q.key = p.key
+         WHERE q.stream = p.stream AND q.consumer = p.consumer
+           AND pg_catalog.hashtextextended(q.key, 0) = pg_catalog.hashtextextended(p.key, 0)
+           AND q.key = p.key
            AND q.seq < p.seq AND NOT q.resolved AND q.released_at IS NULL
            AND (NOT q.dead OR c.key_order = 'until_released')) AS waits_behind,
        p.released_at, p.release_reason

@@ -168,7 +168,8 @@ static emit_log_hook_type prev_emit_log_hook = NULL;
  * text, and no hint yet.  The hint is allocated in ErrorContext, as the
  * rest of the report, and reaches the client and the server log alike.
  *
- * No catalog is read here, in the middle of reporting an error: the role is
+ * Only the caches are asked whether the role has USAGE (see below); no
+ * catalog is scanned here, in the middle of reporting an error: the role is
  * named from the settings session_authorization and role when it is the
  * one they name (not inside a SECURITY DEFINER function), and left as a
  * placeholder otherwise.  A report the server does not log (log_min_messages
@@ -191,6 +192,21 @@ schema_denied_hint(ErrorData *edata)
 								 PG_TEXTDOMAIN("postgres"),
 								 SCHEMA_DENIED_MESSAGE),
 						"stream_seq");
+		/*
+		 * The same error refuses CREATE on the schema to a role that has
+		 * USAGE (an object created in it), which the GRANT would not
+		 * change: no hint then.  Asked of the caches (as error context
+		 * callbacks do), only within a transaction, where the error came
+		 * from the same check.
+		 */
+		if (strcmp(ours, edata->message) == 0 && IsTransactionState())
+		{
+			Oid			nsp = get_namespace_oid("stream_seq", true);
+
+			if (OidIsValid(nsp) &&
+				pg_namespace_aclcheck(nsp, GetUserId(), ACL_USAGE) == ACLCHECK_OK)
+				ours[0] = '\0';
+		}
 		if (strcmp(ours, edata->message) == 0)
 		{
 			const char *role = "<role>";

@@ -46,6 +46,7 @@
 #include "miscadmin.h"
 #include "utils/acl.h"
 #include "utils/builtins.h"
+#include "utils/guc.h"
 #include "utils/lsyscache.h"
 
 #include "access/xact.h"
@@ -162,6 +163,27 @@ stream_group_key_expr(const char *slot_expr)
 		slot_expr[end - 2] != ',')
 		return NULL;
 	return pnstrdup(slot_expr + 19, end - 2 - 19);
+}
+
+/*
+ * stream_pin_key_output
+ *		Per-key order compares a key by its text, which the read and park()
+ *		take in the worker's session: fix, until the caller's GUC nesting
+ *		level (NewGUCNestLevel) is closed with AtEOXact_GUC, the settings
+ *		that change the text of a value an index expression may print
+ *		(bytea_output for bytea, extra_float_digits for float4 and float8),
+ *		at their defaults, so that two workers, or one worker whose
+ *		settings change, name a key alike.
+ */
+void
+stream_pin_key_output(void)
+{
+	(void) set_config_option("bytea_output", "hex",
+							 PGC_USERSET, PGC_S_SESSION,
+							 GUC_ACTION_SAVE, true, 0, false);
+	(void) set_config_option("extra_float_digits", "1",
+							 PGC_USERSET, PGC_S_SESSION,
+							 GUC_ACTION_SAVE, true, 0, false);
 }
 
 /*

@@ -36,6 +36,7 @@ extern bool stream_slots_floor(Oid relid, int64 horizon, char **consumer,
 							   int64 *position);
 extern bool stream_have_key_order(void);
 extern char *stream_group_key_expr(const char *slot_expr);
+extern void stream_pin_key_output(void);
 extern int64 stream_slot_finished_upto(Oid relid, const char *slot_expr,
 									   int slot, int64 position, int64 horizon);
 

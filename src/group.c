@@ -906,6 +906,7 @@ stream_seq_key_order_page(PG_FUNCTION_ARGS)
 	(void) set_config_option("search_path", "pg_catalog, pg_temp",
 							 PGC_USERSET, PGC_S_SESSION,
 							 GUC_ACTION_SAVE, true, 0, false);
+	stream_pin_key_output();
 	stream_untracked_statements(false);
 	if (SPI_connect() != SPI_OK_CONNECT)
 		elog(ERROR, "SPI_connect failed");

@@ -180,6 +180,7 @@ parked_row_key(Oid relid, const char *consumer, int64 seq)
 	(void) set_config_option("search_path", "pg_catalog, pg_temp",
 							 PGC_USERSET, PGC_S_SESSION,
 							 GUC_ACTION_SAVE, true, 0, false);
+	stream_pin_key_output();
 	if (SPI_connect() != SPI_OK_CONNECT)
 		elog(ERROR, "SPI_connect failed");
 	if (SPI_execute_with_args(psprintf("SELECT (%s)::pg_catalog.text FROM %s t WHERE t.%s = $1",
@@ -438,6 +439,8 @@ stream_seq_take_parked(PG_FUNCTION_ARGS)
 								  "     AND (x.key IS NULL OR NOT EXISTS ("
 								  "          SELECT FROM stream_seq.parked q "
 								  "           WHERE q.stream = x.stream AND q.consumer = x.consumer "
+								  "             AND pg_catalog.hashtextextended(q.key, 0) = "
+								  "                 pg_catalog.hashtextextended(x.key, 0) "
 								  "             AND q.key = x.key AND q.seq < x.seq AND "
 								  STREAM_KEY_BLOCKS("q", UNTIL_RELEASED) ")) "
 								  "   ORDER BY x.seq LIMIT $3 FOR UPDATE OF x SKIP LOCKED) "
@@ -449,6 +452,8 @@ stream_seq_take_parked(PG_FUNCTION_ARGS)
 								  "     AND (x.key IS NULL OR NOT EXISTS ("
 								  "          SELECT FROM stream_seq.parked q "
 								  "           WHERE q.stream = x.stream AND q.consumer = x.consumer "
+								  "             AND pg_catalog.hashtextextended(q.key, 0) = "
+								  "                 pg_catalog.hashtextextended(x.key, 0) "
 								  "             AND q.key = x.key AND q.seq < x.seq AND "
 								  STREAM_KEY_BLOCKS("q", UNTIL_RELEASED) ")) "
 								  "   ORDER BY x.seq LIMIT $3 FOR UPDATE OF x SKIP LOCKED) "
@@ -712,7 +717,10 @@ stream_seq_release_key(PG_FUNCTION_ARGS)
 	stream_catalog_hold(relid, consumer);
 	PG_RETURN_INT64((int64) stream_catalog_exec("UPDATE stream_seq.parked "
 												"SET released_at = $5, release_reason = $4 "
-												"WHERE stream = $1 AND consumer = $2 AND key = $3 "
+												"WHERE stream = $1 AND consumer = $2 "
+												"AND pg_catalog.hashtextextended(key, 0) = "
+												"    pg_catalog.hashtextextended($3, 0) "
+												"AND key = $3 "
 												"AND NOT resolved AND NOT held AND released_at IS NULL",
 												5, argtypes, values, NULL, 0, NULL));
 }

@@ -34,8 +34,11 @@
 #if PG_VERSION_NUM >= 160000
 #include "catalog/pg_class.h"
 #include "utils/acl.h"
+#include "catalog/pg_namespace.h"
 #define pg_class_ownercheck(relid, roleid) \
 	object_ownercheck(RelationRelationId, (relid), (roleid))
+#define pg_namespace_aclcheck(nspid, roleid, mode) \
+	object_aclcheck(NamespaceRelationId, (nspid), (roleid), (mode))
 #define check_is_member_of_role(member, role) \
 	check_can_set_role((member), (role))
 #endif
