@@ -187,11 +187,13 @@ schema_denied_hint(ErrorData *edata)
 	{
 		MemoryContext oldcontext = MemoryContextSwitchTo(ErrorContext);
 		char	   *ours;
+		bool		give_hint;
 
 		ours = psprintf(dgettext(edata->domain ? edata->domain :
 								 PG_TEXTDOMAIN("postgres"),
 								 SCHEMA_DENIED_MESSAGE),
 						"stream_seq");
+		give_hint = strcmp(ours, edata->message) == 0;
 		/*
 		 * The same error refuses CREATE on the schema to a role that has
 		 * USAGE (an object created in it), which the GRANT would not
@@ -199,15 +201,15 @@ schema_denied_hint(ErrorData *edata)
 		 * callbacks do), only within a transaction, where the error came
 		 * from the same check.
 		 */
-		if (strcmp(ours, edata->message) == 0 && IsTransactionState())
+		if (give_hint && IsTransactionState())
 		{
 			Oid			nsp = get_namespace_oid("stream_seq", true);
 
 			if (OidIsValid(nsp) &&
 				pg_namespace_aclcheck(nsp, GetUserId(), ACL_USAGE) == ACLCHECK_OK)
-				ours[0] = '\0';
+				give_hint = false;
 		}
-		if (strcmp(ours, edata->message) == 0)
+		if (give_hint)
 		{
 			const char *role = "<role>";
 			const char *name = NULL;
