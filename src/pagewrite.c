@@ -348,8 +348,14 @@ stream_page_write(Relation rel, Buffer buffer, StreamPageRow *rows, int nrows,
 	{
 		XLogRecPtr	recptr;
 
+		/*
+		 * A record that carries the reservation keeps its data with a
+		 * full-page image too: the standby replays the reservation from it
+		 * whether or not the page needs the write.
+		 */
 		XLogBeginInsert();
-		XLogRegisterBuffer(0, buffer, REGBUF_STANDARD);
+		XLogRegisterBuffer(0, buffer,
+						   REGBUF_STANDARD | (carry ? REGBUF_KEEP_DATA : 0));
 		XLogRegisterBufData(0, data, p - data);
 		recptr = XLogInsert(stream_seq_rmgr_id, XLOG_STREAM_PAGE);
 		PageSetLSN(page, recptr);
@@ -524,6 +530,12 @@ stream_page_desc(StringInfo buf, XLogReaderState *record)
 	char	   *data = XLogRecGetBlockData(record, 0, &len);
 	PageRecord	rec;
 
+	if (data == NULL)
+	{
+		/* the image alone: no reservation rode on it */
+		appendStringInfoString(buf, "full-page image");
+		return;
+	}
 	if (!read_page_record(data, len, &rec))
 	{
 		appendStringInfoString(buf, "malformed");

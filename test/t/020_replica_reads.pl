@@ -127,6 +127,43 @@ ALTER SYSTEM SET stream_seq.round_interval = '1h';
 SELECT pg_reload_conf();
 });
 sleep 2;		# the lister's last wait with the old interval ends
+
+# Meanwhile no round names what a transaction holds, so the standby knows
+# it from the record of the commit-time write alone.  A transaction whose
+# row was stored before a checkpoint and numbered after it writes that
+# record with a full-page image; the reservation it carries must reach the
+# standby all the same, or the standby's horizon passes the held number as
+# soon as a later transaction's numbers are replayed.
+$primary->safe_psql('postgres', q{
+CREATE TABLE paged (payload int);
+SELECT stream_seq.enable('paged');
+INSERT INTO paged VALUES (1);
+});
+my $image_gate = session($primary, $primary->connstr('postgres'));
+$image_gate->query('SELECT pg_advisory_lock(4244)');
+my $imaged = bg_psql($primary, 'SET stream_seq.hold_after_numbering = 4244',
+	'BEGIN', 'INSERT INTO paged VALUES (2)', 'CHECKPOINT', 'COMMIT');
+ok( $primary->poll_query_until('postgres', q{
+SELECT count(*) = 1 FROM stream_seq.holders WHERE stream = 'paged'::regclass}),
+	'full-page image: a transaction holds a number inside its commit');
+my $imaged_number = $primary->safe_psql('postgres', q{
+SELECT first_number FROM stream_seq.holders WHERE stream = 'paged'::regclass});
+$primary->safe_psql('postgres', 'INSERT INTO paged VALUES (3)');
+$primary->wait_for_catchup($standby_a, 'replay');
+my $imaged_horizon = $standby_a->safe_psql('postgres',
+	"SELECT stream_seq.horizon('paged')");
+cmp_ok($imaged_horizon, '<=', $imaged_number,
+	"full-page image: the standby's horizon stays at or below the held number "
+	  . "($imaged_horizon <= $imaged_number)");
+$image_gate->query('SELECT pg_advisory_unlock(4244)');
+$image_gate->close;
+is(wait_done($imaged, 60), 0, 'full-page image: that transaction committed');
+$primary->wait_for_catchup($standby_a, 'replay');
+is( $standby_a->safe_psql('postgres', q{
+SELECT string_agg(payload::text, ',' ORDER BY seq)
+  FROM paged WHERE seq < stream_seq.horizon('paged')}),
+	'1,2,3', 'full-page image: then the standby reads every row below the horizon');
+
 my $gate = session($primary, $primary->connstr('postgres'));
 $gate->query('SELECT pg_advisory_lock(4242)');
 my $unknown = bg_psql($primary, 'SET stream_seq.hold_after_numbering = 4242',
