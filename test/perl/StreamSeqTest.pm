@@ -452,9 +452,16 @@ sub stop_pgbouncer
 # output and error output appended to file "log"; the child exits with the
 # number "code" returns (1 if it dies), without running this process's END
 # blocks (which would stop the test's nodes).  Returns the child's pid.
+#
+# A test killed from outside (a timeout, ^C, the OOM killer) runs no END
+# block, and a child that loops until the test tells it to stop would run
+# on for ever: so a watchdog in the child's group kills the group once the
+# test's process is gone, and ends with the child.  It polls
+# rather than signals, as a signal would cut the child's sleeps short.
 sub bg_fork
 {
 	my ($log, $code) = @_;
+	my $test_pid = $$;
 	STDOUT->flush;
 	STDERR->flush;
 	my $pid = fork();
@@ -462,6 +469,14 @@ sub bg_fork
 	if ($pid == 0)
 	{
 		POSIX::setpgid(0, 0);
+		my $child_pid = $$;
+		my $watchdog = fork();
+		if (defined $watchdog && $watchdog == 0)
+		{
+			sleep 1 while getppid() == $child_pid && kill(0, $test_pid);
+			kill 'KILL', -$child_pid if getppid() == $child_pid;
+			POSIX::_exit(0);
+		}
 		my $rc = 1;
 		if (open(STDOUT, '>>', $log) && open(STDERR, '>&', \*STDOUT))
 		{
@@ -472,6 +487,11 @@ sub bg_fork
 				print STDERR "died: $@";
 				$rc = 1;
 			}
+		}
+		if (defined $watchdog)
+		{
+			kill 'KILL', $watchdog;
+			waitpid($watchdog, 0);
 		}
 		POSIX::_exit($rc);
 	}
