@@ -195,6 +195,23 @@ SELECT seq, held, waits_behind FROM stream_seq.parked_rows WHERE key = '6' ORDER
 SELECT slot, position FROM stream_seq.consumer_slots WHERE consumer = 'g';
 ALTER TABLE ko_renamed RENAME TO ko;
 
+-- a renamed key column: the group's slot expression is printed again from
+-- its index (every read failed with 42703 on the old name), and key 6 is
+-- still held
+ALTER TABLE ko RENAME COLUMN k TO key_k;
+SELECT slot_expr FROM stream_seq.consumer WHERE consumer = 'g';
+INSERT INTO ko VALUES (7, 'f'), (6, 'g');
+SELECT seq, "row"->>'v' AS v FROM stream_seq.read_slot('ko', 'g', 0, :token);
+SELECT stream_seq.advance_slot('ko', 'g', 0, :token, 26);
+SELECT seq, "row"->>'v' AS v FROM stream_seq.read_slot('ko', 'g', 0, :token);
+SELECT seq, held, waits_behind FROM stream_seq.parked_rows WHERE key = '6' ORDER BY seq;
+-- a rename rolled back leaves the expression as it was
+BEGIN;
+ALTER TABLE ko RENAME COLUMN key_k TO k2;
+ROLLBACK;
+ALTER TABLE ko RENAME COLUMN key_k TO k;
+SELECT slot_expr FROM stream_seq.consumer WHERE consumer = 'g';
+
 -- 'off': rows are read at once again
 SELECT stream_seq.set_key_order('ko', 'g', 'off');
 SELECT consumer, key_order FROM stream_seq.consumers WHERE consumer = 'g';

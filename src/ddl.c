@@ -59,6 +59,7 @@
 #include "xactstate.h"
 #include "lifecycle.h"
 #include "commit.h"
+#include "group.h"
 
 PG_FUNCTION_INFO_V1(stream_seq_on_sql_drop);
 PG_FUNCTION_INFO_V1(stream_seq_on_ddl_end);
@@ -951,7 +952,8 @@ check_partition_commands(Oid stream, CollectedCommand *cmd)
  *		command touched: a stream table is checked (check_stream_table); a
  *		table that now inherits from one is refused; a head sequence may
  *		not be altered (it must never go back); the stream triggers keep
- *		their names.
+ *		their names; after ALTER TABLE of a stream, its groups' slot
+ *		expressions are printed again from their indexes.
  */
 Datum
 stream_seq_on_ddl_end(PG_FUNCTION_ARGS)
@@ -1003,8 +1005,12 @@ stream_seq_on_ddl_end(PG_FUNCTION_ARGS)
 			case RELKIND_RELATION:
 				check_inheritance(objid, trigdata->tag);
 				if (stream_table_has_triggers(objid) && stream_catalog_has(objid))
+				{
 					check_stream_table(objid, (CollectedCommand *)
 									   DatumGetPointer(slot_getattr(slot, 9, &isnull)));
+					if (trigdata->tag == CMDTAG_ALTER_TABLE)
+						stream_group_refresh_slot_exprs(objid);
+				}
 				break;
 			case RELKIND_PARTITIONED_TABLE:
 				if (get_rel_relispartition(objid))
@@ -1015,6 +1021,8 @@ stream_seq_on_ddl_end(PG_FUNCTION_ARGS)
 									   DatumGetPointer(slot_getattr(slot, 9, &isnull)));
 					check_partition_commands(objid, (CollectedCommand *)
 											 DatumGetPointer(slot_getattr(slot, 9, &isnull)));
+					if (trigdata->tag == CMDTAG_ALTER_TABLE)
+						stream_group_refresh_slot_exprs(objid);
 				}
 				else if (get_rel_relispartition(objid))
 				{

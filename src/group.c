@@ -283,6 +283,33 @@ stream_seq_create_group(PG_FUNCTION_ARGS)
 }
 
 /*
+ * stream_group_refresh_slot_exprs
+ *		After ALTER TABLE on stream "relid": the slot expression each group
+ *		keeps is the first column of its index as PostgreSQL prints it,
+ *		which a RENAME of the key's column (or a change of its type)
+ *		changes in the index but not in the kept copy; every read of the
+ *		group then failed with 42703 on the old name.  So the copy is
+ *		printed again from the index, in the command's transaction.
+ */
+void
+stream_group_refresh_slot_exprs(Oid relid)
+{
+	Oid			argtypes[1] = {REGCLASSOID};
+	Datum		values[1];
+
+	if (!stream_have_groups())
+		return;
+	values[0] = ObjectIdGetDatum(relid);
+	stream_catalog_exec("UPDATE stream_seq.consumer c SET slot_expr = d.printed "
+						"  FROM (SELECT consumer, pg_catalog.pg_get_indexdef("
+						"          pg_catalog.to_regclass(slot_index::pg_catalog.text), 1, false) AS printed "
+						"          FROM stream_seq.consumer WHERE stream = $1 AND slots IS NOT NULL) d "
+						" WHERE c.stream = $1 AND c.consumer = d.consumer "
+						"   AND d.printed IS NOT NULL AND d.printed <> c.slot_expr",
+						1, argtypes, values, NULL, 0, NULL);
+}
+
+/*
  * stream_seq_drop_consumer
  *		SQL: drop_consumer(stream, consumer).
  */

@@ -4,7 +4,7 @@
  *	  What group.c offers to the files of its own layer and of the layers
  *	  above it (src/README.md).
  *
- * Consumer groups: what roles.c needs of them.
+ * Consumer groups: what roles.c and ddl.c need of them.
  *
  *-------------------------------------------------------------------------
  */
@@ -16,5 +16,6 @@
 #include "stream_seq.h"
 
 extern Datum stream_seq_drop_consumer(PG_FUNCTION_ARGS);
+extern void stream_group_refresh_slot_exprs(Oid relid);
 
 #endif							/* STREAM_SEQ_GROUP_H */
