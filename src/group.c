@@ -53,12 +53,14 @@
  */
 #include "postgres.h"
 
+#include "access/genam.h"
 #include "access/table.h"
 #include "common/hashfn.h"
 #include "catalog/pg_type.h"
 #include "executor/spi.h"
 #include "fmgr.h"
 #include "funcapi.h"
+#include "nodes/nodeFuncs.h"
 #include "miscadmin.h"
 #include "utils/acl.h"
 #include "utils/array.h"
@@ -165,6 +167,88 @@ check_group_slot(Oid relid, const char *consumer, int slot, int slots)
 }
 
 /*
+ * printed_by_setting
+ *		The setting that changes how a value of type "type" (or of the
+ *		type a domain "type" is over) prints as text although its output
+ *		function is immutable, so that PostgreSQL lets an index take it;
+ *		NULL if none does.
+ */
+static const char *
+printed_by_setting(Oid type)
+{
+	switch (getBaseType(type))
+	{
+		case BYTEAOID:
+			return "bytea_output";
+		case FLOAT4OID:
+		case FLOAT8OID:
+		case POINTOID:
+		case LSEGOID:
+		case PATHOID:
+		case BOXOID:
+		case POLYGONOID:
+		case LINEOID:
+		case CIRCLEOID:
+			return "extra_float_digits";
+		default:
+			return NULL;
+	}
+}
+
+/*
+ * find_setting_dependent_text
+ *		expression_tree_walker callback: stops at a value printed as text
+ *		(a cast through its output function) whose text depends on a
+ *		setting, leaving its type in *context.
+ */
+static bool
+find_setting_dependent_text(Node *node, void *context)
+{
+	if (node == NULL)
+		return false;
+	if (IsA(node, CoerceViaIO))
+	{
+		Oid			from = exprType((Node *) ((CoerceViaIO *) node)->arg);
+
+		if (printed_by_setting(from) != NULL)
+		{
+			*(Oid *) context = from;
+			return true;
+		}
+	}
+	return expression_tree_walker(node, find_setting_dependent_text, context);
+}
+
+/*
+ * refuse_setting_dependent_key
+ *		A group's slot of a row is the hash of its key printed as text,
+ *		computed by whichever session makes the row's index entry (or
+ *		reads without the index).  A key whose text depends on a setting
+ *		of the session (bytea_output, extra_float_digits) would put one
+ *		key's rows into different slots, read by different workers out of
+ *		order: refused, with the spelling that does not depend on one.
+ */
+static void
+refuse_setting_dependent_key(Oid index, const char *key, const char *consumer)
+{
+	Relation	irel = index_open(index, AccessShareLock);
+	List	   *exprs = RelationGetIndexExpressions(irel);
+	Oid			type = InvalidOid;
+
+	index_close(irel, AccessShareLock);
+	if (!find_setting_dependent_text((Node *) exprs, &type))
+		return;
+	ereport(ERROR,
+			(errcode(ERRCODE_INVALID_OBJECT_DEFINITION),
+			 errmsg("key \"%s\" of group \"%s\" prints a value of type %s, whose text depends on setting \"%s\"",
+					key, consumer, format_type_be(type), printed_by_setting(type)),
+			 errdetail("The slot of a row is computed from its key as text; sessions with other settings would put the rows of one key into different slots."),
+			 getBaseType(type) == BYTEAOID ?
+			 errhint("Use encode(%s, 'hex') as the key.", key) :
+			 errhint("Cast the key to numeric, or use a key of another type.")));
+}
+
+/*
  * stream_seq_create_group
  *		SQL: create_group(stream, consumer, key text, slots integer,
  *		start_after bigint DEFAULT 0).  Creates the group, its slots, all
@@ -251,6 +335,7 @@ stream_seq_create_group(PG_FUNCTION_ARGS)
 	index = get_relname_relid(index_name, get_rel_namespace(relid));
 	if (!OidIsValid(index))
 		elog(ERROR, "index \"%s\" of group \"%s\" is missing", index_name, consumer);
+	refuse_setting_dependent_key(index, key, consumer);
 
 	/*
 	 * The slot expression is kept as PostgreSQL prints the index's first
