@@ -50,7 +50,7 @@ our @EXPORT = qw(
   bg_run bg_psql bg_pgbench wait_done slow_commit_options pulse_commits
   session start_pgbouncer stop_pgbouncer
   bg_fork kill_group wait_pid
-  build_ops_scenario ops_state ops_state_parts
+  build_ops_scenario ops_state ops_state_parts ops_key_order_read
   source_root
 );
 
@@ -606,10 +606,61 @@ SELECT stream_seq.set_retry_policy('events', 'workers', 2, '1 hour', 2, '2 hours
 SELECT stream_seq.park('events', 'workers', 40, 'retry later');
 SELECT stream_seq.park('events', 'workers', 41, 'first'), stream_seq.park('events', 'workers', 41, 'dead');
 });
-	is(val($node, 'SELECT count(*) FROM stream_seq.parked'), '3', 'rows are parked');
-	is(val($node, q{SELECT count(*) FILTER (WHERE dead) || '|' || count(due_at) FROM stream_seq.parked}),
+	is(val($node, q{SELECT count(*) FROM stream_seq.parked WHERE consumer = 'workers'}),
+		'3', 'rows are parked');
+	is( val($node, q{
+SELECT count(*) FILTER (WHERE dead) || '|' || count(due_at)
+  FROM stream_seq.parked WHERE consumer = 'workers'}),
 		'1|1', 'a dead letter and a row scheduled for a retry');
+
+	# 0.8.0: a group keeping per-key order until released, of one slot
+	# keyed by id % 3.  Its first page (rows 1, 2, 3: one row a key) fails
+	# for row 1 (a retry later holds key 1) and three times for row 2 (a
+	# dead letter holds key 2); its second page parks rows 4 and 5 as
+	# held behind them and hands out row 6.
+	$node->safe_psql('postgres', q{
+SET ROLE app;
+SELECT stream_seq.create_group('events', 'ordered', 'id % 3', 1);
+SELECT stream_seq.set_retry_policy('events', 'ordered', 3, '1 hour');
+SELECT stream_seq.set_key_order('events', 'ordered', 'until_released');
+BEGIN;
+SELECT token AS t FROM stream_seq.claim('events', 'ordered', 'w2', '1 hour') \gset
+SELECT string_agg(seq::text, ',') FROM stream_seq.read_slot('events', 'ordered', 0, :t, 10);
+SELECT stream_seq.park('events', 'ordered', 1, 'fails'),
+       stream_seq.park('events', 'ordered', 2, 'poison'),
+       stream_seq.park('events', 'ordered', 2, 'poison'),
+       stream_seq.park('events', 'ordered', 2, 'poison');
+SELECT stream_seq.advance_slot('events', 'ordered', 0, :t, 3);
+COMMIT;
+SELECT token AS t FROM stream_seq.claim('events', 'ordered', 'w2', '1 hour') \gset
+SELECT stream_seq.advance_slot('events', 'ordered', 0, :t,
+         (SELECT max(seq) FROM stream_seq.read_slot('events', 'ordered', 0, :t, 10)));
+});
+	is( val($node, q{
+SELECT string_agg(format('%s:%s%s%s', seq, key, CASE WHEN held THEN ' held behind ' || waits_behind ELSE '' END,
+                         CASE WHEN dead THEN ' dead' ELSE '' END), ',' ORDER BY seq)
+  FROM stream_seq.parked_rows WHERE consumer = 'ordered'}),
+		'1:1,2:2 dead,4:1 held behind 1,5:2 held behind 2',
+		'per-key order: a failed row and a dead letter hold their keys');
+	is(val($node, q{SELECT position FROM stream_seq.consumer_slots WHERE consumer = 'ordered'}),
+		'6', 'per-key order: the slot went on past the held rows');
 	return;
+}
+
+# For a database holding build_ops_scenario()'s group "ordered" as it left
+# it: its next page parks rows 7 and 8 as held behind their keys and hands
+# out row 9 only.  Returns what it read and what is held, as one text.
+sub ops_key_order_read
+{
+	my ($node, $db) = @_;
+	return $node->safe_psql($db, q{
+SET ROLE app;
+SELECT token AS t FROM stream_seq.claim('events', 'ordered', 'w2', '1 hour') \gset
+SELECT string_agg(seq::text, ',') AS page
+  FROM stream_seq.read_slot('events', 'ordered', 0, :t, 10) \gset
+SELECT :'page' || ' held ' || string_agg(seq::text, ',' ORDER BY seq)
+  FROM stream_seq.parked_rows WHERE consumer = 'ordered' AND held;
+});
 }
 
 # Everything of build_ops_scenario()'s state, as one text per part.
@@ -619,7 +670,8 @@ my %ops_state_sql = (
 	streams => q{SELECT string_agg(stream || ':' || seq_column, ',' ORDER BY stream::text) FROM stream_seq.streams},
 	consumers => q{SELECT string_agg(format('%s/%s@%s by %s slots %s retry %s %s %s %s', stream, consumer, position, owner::regrole, slots, max_attempts, retry_delay, retry_backoff, retry_max_delay), ',' ORDER BY stream::text, consumer) FROM stream_seq.consumer},
 	slots => q{SELECT string_agg(t::text, ';' ORDER BY t::text) FROM stream_seq.consumer_slot t},
-	parked => q{SELECT string_agg(format('%s/%s:%s %s %s due %s dead %s', stream, consumer, seq, reason, attempts, due_at, dead), ',' ORDER BY seq) FROM stream_seq.parked},
+	parked => q{SELECT string_agg(format('%s/%s:%s %s %s due %s dead %s key %s held %s released %s %s', stream, consumer, seq, reason, attempts, due_at, dead, key, held, released_at, release_reason), ',' ORDER BY consumer, seq) FROM stream_seq.parked},
+	key_order => q{SELECT string_agg(format('%s/%s:%s', stream, consumer, key_order), ',' ORDER BY stream::text, consumer) FROM stream_seq.consumer},
 	times => q{SELECT string_agg(format('%s:%s@%s', id, seq, committed_at), ',' ORDER BY id) || ' ' || (SELECT string_agg(relid || ':' || coalesce(time_column, '-'), ',' ORDER BY relid::text) FROM stream_seq.stream) FROM audit},
 	ranges => q{SELECT string_agg(t::text, ';' ORDER BY t::text) FROM stream_seq.partition_range t},
 	triggers => q{SELECT string_agg(format('%s.%s=%s', tgrelid::regclass, tgname, tgenabled), ',' ORDER BY tgrelid::regclass::text, tgname) FROM pg_trigger WHERE tgname LIKE 'stream\_seq\_%'},

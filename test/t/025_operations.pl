@@ -2,15 +2,16 @@
 #
 # 025_operations.pl: what a DBA's tools do to a database with streams,
 # built as an ordinary role ("app") that owns a plain stream (events), a
-# partitioned stream with sealed ranges (pevents), plain consumers, and a
-# consumer group with a lease held and a parked row.
+# partitioned stream with sealed ranges (pevents), plain consumers, a
+# consumer group with a lease held and a parked row, and a group keeping
+# per-key order whose failed row and dead letter hold their keys.
 #
 #  1. pg_dump -Fc, restored serially and in parallel (pre-data and data
 #     with pg_restore -j 4, then post-data in one session), as a
 #     superuser, as doc/operations.md says: rows and numbers, consumers
-#     and positions, owners, slots, parked rows and sealed ranges compare
-#     equal to the source, and new rows are numbered above every old
-#     number.
+#     and positions, owners, slots, parked and held rows and sealed
+#     ranges compare equal to the source, the held keys stay held, and new
+#     rows are numbered above every old number.
 #  2. pg_repack -t events with writers running (savepoints, and more than
 #     64 subtransactions in some transactions) is refused before it copies
 #     anything; VACUUM FULL under the same writers keeps every row numbered
@@ -79,6 +80,8 @@ foreach my $how (
 	is($restored->{$_}, $source->{$_}, "$name restore: $_ as in the source")
 	  foreach ops_state_parts();
 	is(amcheck_problems($node, $db), '', "$name restore: amcheck finds indexes and heaps sound");
+	is(ops_key_order_read($node, $db), '9 held 4,5,7,8',
+		"$name restore: per-key order holds the same keys");
 	$node->safe_psql($db, q{
 SET ROLE app;
 INSERT INTO events (payload) VALUES ('after restore');
@@ -249,7 +252,8 @@ is(val($node, q{SELECT owner::regrole FROM stream_seq.consumer WHERE consumer = 
 	'app', 'the consumer belongs to app');
 is(try_sql($node, q{SET ROLE app; SELECT stream_seq.drop_consumer('events', 'reporting');
                     SELECT stream_seq.drop_consumer('events', 'billing');
-                    SELECT stream_seq.drop_consumer('events', 'workers')}),
+                    SELECT stream_seq.drop_consumer('events', 'workers');
+                    SELECT stream_seq.drop_consumer('events', 'ordered')}),
 	'ok', 'and drops it');
 is(try_sql($node, q{SET ROLE app; SELECT stream_seq.trim('events', 30)}), 'ok',
 	'trim() is no longer held back');

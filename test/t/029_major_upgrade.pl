@@ -5,7 +5,8 @@
 # server's binaries with stream_seq built for them, holds the database of
 # the operations tests (StreamSeqTest::build_ops_scenario: an ordinary
 # role's plain and partitioned streams, sealed partitions, consumers and
-# their positions, a group with a leased slot and a parked row) and rows
+# their positions, a group with a leased slot and a parked row, a group
+# keeping per-key order with held keys) and rows
 # written in transactions with savepoints rolled back, and rows numbered
 # in the version they were stored as (the commit-time page write).  After pg_upgrade (--check, then the
 # copy) the new cluster has every row, number, consumer, position, slot,
@@ -208,5 +209,7 @@ is(try_sql($new, q{SET ROLE app;
                    SELECT count(*) FROM stream_seq.claim('events', 'workers', 'w1', '1 minute') c,
                           stream_seq.read_slot('events', 'workers', c.slot, c.token, 10)}),
 	'ok', 'after the upgrade: and reads its slots with the tokens it had');
+is(ops_key_order_read($new, 'postgres'), '9 held 4,5,7,8',
+	'after the upgrade: per-key order holds the same keys');
 
 done_testing();
