@@ -49,7 +49,7 @@ our @EXPORT = qw(
   stop_start log_offset log_since
   bg_run bg_psql bg_pgbench wait_done slow_commit_options pulse_commits
   session start_pgbouncer stop_pgbouncer
-  bg_fork kill_group wait_pid
+  bg_fork kill_group wait_pid group_worker
   build_ops_scenario ops_state ops_state_parts ops_key_order_read
   source_root
 );
@@ -499,6 +499,60 @@ sub bg_fork
 	POSIX::setpgid($pid, $pid);
 	$children{$pid} = 1;
 	return $pid;
+}
+
+# A worker of consumer groups, for the TAP tests of groups: until file
+# "stop" exists, it claims each group of "groups" (of stream "stream") as
+# worker "name" with a lease of 2 s, through a session on "connstr", and
+# for each slot it holds runs the statement work->(group, slot, token)
+# returns, a transaction each, counting the rows that statement says it
+# applied.  An error whose SQLSTATE matches "expected" (a fence: the lease
+# was lost) ends that group's turn; any other ends the worker with 1.
+# Stopped, it releases its slots and returns 0.  Its progress goes to
+# standard output (bg_fork()'s log).
+sub group_worker
+{
+	my (%a) = @_;
+	my ($name, $stream) = ($a{name}, $a{stream});
+	my $s = session($a{node}, $a{connstr});
+	my %n = (rounds => 0, rows => 0, fenced => 0);
+	print "$name: started, pid $$\n";
+	while (!-e $a{stop})
+	{
+		my $done = 0;
+		for my $grp (@{ $a{groups} })
+		{
+			my $r = $s->query(
+				qq{SELECT slot, token FROM stream_seq.claim('$stream', '$grp', '$name', '2 s')});
+			if (defined $r->{sqlstate})
+			{
+				print "$name: claim $grp: $r->{sqlstate} $r->{message}\n";
+				return 1 unless $r->{sqlstate} =~ $a{expected};
+				next;
+			}
+			for my $held (grep { $_ ne '' } split /\n/, $r->{out})
+			{
+				my ($slot, $token) = split /\|/, $held;
+				$r = $s->query($a{work}->($grp, $slot, $token));
+				if (defined $r->{sqlstate})
+				{
+					print "$name: work $grp slot $slot token $token: $r->{sqlstate} $r->{message}\n";
+					return 1 unless $r->{sqlstate} =~ $a{expected};
+					$n{fenced}++;
+					last;
+				}
+				$done += $r->{out};
+			}
+		}
+		$n{rounds}++;
+		$n{rows} += $done;
+		usleep(20_000) unless $done;
+	}
+	$s->query("SELECT stream_seq.release('$stream', '$_', '$name')")
+	  foreach @{ $a{groups} };
+	$s->close;
+	print "$name: done: " . join(' ', map { "$_=$n{$_}" } sort keys %n) . "\n";
+	return 0;
 }
 
 # Kills child "pid" of bg_fork() and its process group (the psql it runs,

@@ -154,47 +154,23 @@ my $writers = bg_pgbench($node, undef, '-c', '4', '-j', '2', '-T', '10',
 
 my $stop_file = $node->basedir . '/workers.stop';
 
-# The worker loop: claim, then work() each slot held, in a transaction of
-# its own (one statement).  Returns 0 if it ended cleanly (stop file), 1
-# after an error it does not expect (only SS001, fenced, is expected).
+# A worker: claim, then work() each slot held, in a transaction of its
+# own (one statement); only SS001 (fenced) is an error it expects.
 sub worker
 {
 	my ($name) = @_;
-	my $s = session($node, $bouncer->{connstr});
-	my %n = (rounds => 0, rows => 0, fenced => 0);
-	print "$name: started, pid $$\n";
-	while (!-e $stop_file)
-	{
-		my $r = $s->query(
-			qq{SELECT slot, token FROM stream_seq.claim('ev', 'g', '$name', '2 s')});
-		if (defined $r->{sqlstate})
-		{
-			print "$name: claim: $r->{sqlstate} $r->{message}\n";
-			return 1 unless $r->{sqlstate} eq 'SS001';
-			next;
-		}
-		my $done = 0;
-		for my $held (grep { $_ ne '' } split /\n/, $r->{out})
-		{
-			my ($slot, $token) = split /\|/, $held;
-			$r = $s->query("SELECT work($slot, $token, '$name')");
-			if (defined $r->{sqlstate})
-			{
-				print "$name: work slot $slot token $token: $r->{sqlstate} $r->{message}\n";
-				return 1 unless $r->{sqlstate} eq 'SS001';
-				$n{fenced}++;
-				last;
-			}
-			$done += $r->{out};
-		}
-		$n{rounds}++;
-		$n{rows} += $done;
-		usleep(20_000) unless $done;
-	}
-	$s->query("SELECT stream_seq.release('ev', 'g', '$name')");
-	$s->close;
-	print "$name: done: " . join(' ', map { "$_=$n{$_}" } sort keys %n) . "\n";
-	return 0;
+	return group_worker(
+		node => $node,
+		connstr => $bouncer->{connstr},
+		stream => 'ev',
+		groups => ['g'],
+		name => $name,
+		stop => $stop_file,
+		expected => qr/^SS001$/,
+		work => sub {
+			my ($grp, $slot, $token) = @_;
+			return "SELECT work($slot, $token, '$name')";
+		});
 }
 
 my %workers;    # name => pid

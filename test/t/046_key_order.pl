@@ -153,51 +153,24 @@ COMMIT;
 
 my $stop_file = $node->basedir . '/workers.stop';
 
-# The worker loop over both groups: claim, then work() each slot held, a
-# transaction (one statement) each.  Returns 0 if it ended cleanly (stop
-# file), 1 after an error it does not expect (SS001: fenced, its lease
-# lost; 40001).
+# A worker of both groups: claim, then work() each slot held, a
+# transaction (one statement) each; SS001 (fenced, its lease lost) and
+# 40001 are the errors it expects.
 sub worker
 {
 	my ($name) = @_;
-	my $s = session($node, $bouncer->{connstr});
-	my %n = (rounds => 0, rows => 0, fenced => 0);
-	print "$name: started, pid $$\n";
-	while (!-e $stop_file)
-	{
-		my $done = 0;
-		for my $grp ('ga', 'gr')
-		{
-			my $r = $s->query(
-				qq{SELECT slot, token FROM stream_seq.claim('ev', '$grp', '$name', '2 s')});
-			if (defined $r->{sqlstate})
-			{
-				print "$name: claim $grp: $r->{sqlstate} $r->{message}\n";
-				return 1 unless $r->{sqlstate} =~ /^(SS001|40001)$/;
-				next;
-			}
-			for my $held (grep { $_ ne '' } split /\n/, $r->{out})
-			{
-				my ($slot, $token) = split /\|/, $held;
-				$r = $s->query("SELECT work('$grp', $slot, $token, '$name')");
-				if (defined $r->{sqlstate})
-				{
-					print "$name: work $grp slot $slot token $token: $r->{sqlstate} $r->{message}\n";
-					return 1 unless $r->{sqlstate} =~ /^(SS001|40001)$/;
-					$n{fenced}++;
-					last;
-				}
-				$done += $r->{out};
-			}
-		}
-		$n{rounds}++;
-		$n{rows} += $done;
-		usleep(20_000) unless $done;
-	}
-	$s->query("SELECT stream_seq.release('ev', g, '$name') FROM (VALUES ('ga'), ('gr')) v (g)");
-	$s->close;
-	print "$name: done: " . join(' ', map { "$_=$n{$_}" } sort keys %n) . "\n";
-	return 0;
+	return group_worker(
+		node => $node,
+		connstr => $bouncer->{connstr},
+		stream => 'ev',
+		groups => [ 'ga', 'gr' ],
+		name => $name,
+		stop => $stop_file,
+		expected => qr/^(SS001|40001)$/,
+		work => sub {
+			my ($grp, $slot, $token) = @_;
+			return "SELECT work('$grp', $slot, $token, '$name')";
+		});
 }
 
 my %workers;    # name => pid
