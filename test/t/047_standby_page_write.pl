@@ -11,7 +11,11 @@
 # The rows of the held transaction are written in the ways the write
 # serves differently: several pages (with and without full-page images),
 # two streams, a partitioned stream, rows numbered by an update, rows of
-# subtransactions (more than 64: the standby's snapshots overflow).
+# subtransactions (more than 64: the standby's snapshots overflow),
+# committed asynchronously, and with wal_level = logical (no page record:
+# the reservation's record of its own).  Then what pg_walinspect shows of
+# a page record with an image, a standby restarted while a transaction is
+# held, and a crash of the primary followed by a promotion.
 
 use strict;
 use warnings;
@@ -158,11 +162,48 @@ held_scenario('70 subtransactions', ['subs'],
 	[ 'SELECT insert_in_subxacts(70)' ],
 	[ 'INSERT INTO subs VALUES (100)' ]);
 
+held_scenario('asynchronous commits', ['multi'],
+	[ 'SET synchronous_commit = off',
+	  q{INSERT INTO multi SELECT g, repeat('x', 500) FROM generate_series(1, 30) g} ],
+	[ 'SET synchronous_commit = off; INSERT INTO multi VALUES (1000)' ]);
+
 held_scenario('rows after a rollback to a savepoint', ['subs'],
 	[ 'SAVEPOINT a', 'INSERT INTO subs VALUES (1)', 'ROLLBACK TO a',
 	  'INSERT INTO subs VALUES (2)', 'SAVEPOINT b',
 	  'INSERT INTO subs VALUES (3)', 'RELEASE b' ],
 	[ 'INSERT INTO subs VALUES (4)' ]);
+
+# wal_level = logical: rows are numbered by an update, the reservation
+# goes in a record of its own.
+{
+	my $main = $primary;
+	my $main_standby = $standby;
+	$primary = new_node('logical',
+		"stream_seq.round_interval = 300ms\nwal_level = logical\n",
+		allows_streaming => 1);
+	$primary->safe_psql('postgres', q{
+CREATE EXTENSION stream_seq;
+CREATE TABLE multi (payload int, pad text);
+SELECT stream_seq.enable('multi');
+INSERT INTO multi VALUES (0);
+});
+	$standby = new_standby($primary, 'logical_standby');
+	ok( $standby->poll_query_until('postgres',
+			"SELECT stream_seq.horizon('multi') = 2"),
+		'wal_level = logical: the standby knows every reservation');
+	$primary->safe_psql('postgres', q{
+ALTER SYSTEM SET stream_seq.round_interval = '1h';
+SELECT pg_reload_conf();
+});
+	sleep 2;
+	held_scenario('wal_level = logical', ['multi'],
+		[ q{INSERT INTO multi SELECT g, repeat('x', 500) FROM generate_series(1, 30) g},
+		  'CHECKPOINT' ],
+		[ 'INSERT INTO multi VALUES (1000)' ]);
+	$standby->stop;
+	$primary->stop;
+	($primary, $standby) = ($main, $main_standby);
+}
 
 # What the server says of a page record with a full-page image that
 # carries a reservation (pg_walinspect calls the resource manager's desc).
