@@ -110,7 +110,8 @@ SELECT count(DISTINCT stream) = ${\ scalar @$streams}
 SELECT min(first_number) FROM stream_seq.holders WHERE stream = '$s'::regclass});
 	}
 	$primary->safe_psql('postgres', $_) for @$later;
-	$primary->wait_for_catchup($standby, 'replay');
+	# up to what was inserted: an asynchronous commit may not be written yet
+	$primary->wait_for_catchup($standby, 'replay', $primary->lsn('insert'));
 	for my $s (@$streams)
 	{
 		my $horizon = query($standby, "SELECT stream_seq.horizon('$s')");
@@ -121,7 +122,7 @@ SELECT min(first_number) FROM stream_seq.holders WHERE stream = '$s'::regclass})
 	$gate->query("SELECT pg_advisory_unlock($lock)");
 	$gate->close;
 	is(wait_done($held, 60), 0, "$what: the held transaction committed");
-	$primary->wait_for_catchup($standby, 'replay');
+	$primary->wait_for_catchup($standby, 'replay', $primary->lsn('insert'));
 	for my $s (@$streams)
 	{
 		my $q = qq{SELECT count(*), coalesce(sum(payload), 0) FROM $s};
