@@ -65,6 +65,7 @@
 #include "nodes/makefuncs.h"
 #include "nodes/nodeFuncs.h"
 #include "optimizer/optimizer.h"
+#include "pgstat.h"
 #include "storage/bufmgr.h"
 #include "tcop/utility.h"
 #include "utils/builtins.h"
@@ -1177,6 +1178,29 @@ still_in_stream(Relation rel, CapturedRel *crel)
 }
 
 /*
+ * open_captured_table
+ *		The table "relid" whose rows the transaction stored, or NULL if the
+ *		transaction dropped it since.  It is locked since its rows were
+ *		stored, by the statements that did, so only this transaction can
+ *		have dropped it, and a drop removes its relation cache entry: the
+ *		entry found (or built again from pg_class as this transaction sees
+ *		it) is the answer, with no catalog lookup of its own.  What
+ *		table_open adds (the check of the relation's kind, the flag of a
+ *		temporary table's use) was done when its rows were stored.
+ */
+static Relation
+open_captured_table(Oid relid)
+{
+	Relation	rel = RelationIdGetRelation(relid);
+
+	if (rel == NULL)
+		return NULL;
+	Assert(CheckRelationLockedByMe(rel, RowExclusiveLock, true));
+	pgstat_init_relation(rel);
+	return rel;
+}
+
+/*
  * number_captured_rows
  *		The commit-time write (see the top of the file).
  */
@@ -1226,10 +1250,9 @@ number_captured_rows(void)
 		stream_of[r] = -1;
 		if (rels[r].first_row < 0)
 			continue;			/* its rows rolled back to a savepoint */
-		if (!SearchSysCacheExists1(RELOID, ObjectIdGetDatum(rels[r].relid)))
+		relations[r] = open_captured_table(rels[r].relid);
+		if (relations[r] == NULL)
 			continue;			/* dropped since */
-		/* locked since its rows were stored, by the statements that did */
-		relations[r] = table_open(rels[r].relid, NoLock);
 		if (!still_in_stream(relations[r], &rels[r]))
 		{
 			table_close(relations[r], NoLock);
