@@ -153,6 +153,20 @@ typedef struct PassStream
 	int64		written;
 } PassStream;
 
+/*
+ * A table the transaction stored rows in, during the write: the table as
+ * it is now, its stream and its rows to number.
+ */
+typedef struct PassTable
+{
+	Relation	rel;
+	StreamTarget *target;
+	int			stream;			/* index into the pass's streams, -1 none */
+	bool		rewritten;		/* its rows are found by reading it */
+	PassRow    *rows;
+	int64		nrows;
+} PassTable;
+
 /* What the reservation's logger writes: the first page (page_logger). */
 typedef struct FirstPage
 {
@@ -1215,12 +1229,7 @@ number_captured_rows(void)
 	MemoryContext oldcxt;
 	PassStream *streams;
 	int			nstreams = 0;
-	int		   *stream_of;		/* per table: index into streams, -1 none */
-	bool	   *rewritten;
-	Relation   *relations;
-	StreamTarget **targets;
-	PassRow   **rel_rows;
-	int64	   *rel_nrows;
+	PassTable  *tables;
 	int			r;
 	int64		i;
 
@@ -1234,12 +1243,7 @@ number_captured_rows(void)
 									 ALLOCSET_DEFAULT_SIZES);
 	oldcxt = MemoryContextSwitchTo(pass_cxt);
 	streams = palloc0(sizeof(PassStream) * nrels);
-	stream_of = palloc(sizeof(int) * nrels);
-	rewritten = palloc0(sizeof(bool) * nrels);
-	relations = palloc0(sizeof(Relation) * nrels);
-	targets = palloc0(sizeof(StreamTarget *) * nrels);
-	rel_rows = palloc0(sizeof(PassRow *) * nrels);
-	rel_nrows = palloc0(sizeof(int64) * nrels);
+	tables = palloc0(sizeof(PassTable) * nrels);
 
 	/* the tables, as they are now, and their streams */
 	for (r = 0; r < nrels; r++)
@@ -1247,28 +1251,28 @@ number_captured_rows(void)
 		StreamRef  *ref;
 		int			s;
 
-		stream_of[r] = -1;
+		tables[r].stream = -1;
 		if (rels[r].first_row < 0)
 			continue;			/* its rows rolled back to a savepoint */
-		relations[r] = open_captured_table(rels[r].relid);
-		if (relations[r] == NULL)
+		tables[r].rel = open_captured_table(rels[r].relid);
+		if (tables[r].rel == NULL)
 			continue;			/* dropped since */
-		if (!still_in_stream(relations[r], &rels[r]))
+		if (!still_in_stream(tables[r].rel, &rels[r]))
 		{
-			table_close(relations[r], NoLock);
-			relations[r] = NULL;
+			table_close(tables[r].rel, NoLock);
+			tables[r].rel = NULL;
 			continue;			/* no longer a stream */
 		}
-		targets[r] = stream_capture_target(&rels[r]);
-		ref = stream_lookup(targets[r]->stream, true);
+		tables[r].target = stream_capture_target(&rels[r]);
+		ref = stream_lookup(tables[r].target->stream, true);
 		if (ref == NULL)
 		{
-			table_close(relations[r], NoLock);
-			relations[r] = NULL;
+			table_close(tables[r].rel, NoLock);
+			tables[r].rel = NULL;
 			continue;			/* no longer a stream */
 		}
-		rewritten[r] = rels[r].rewritten ||
-			memcmp(&rels[r].storage, &stream_rel_storage(relations[r]),
+		tables[r].rewritten = rels[r].rewritten ||
+			memcmp(&rels[r].storage, &stream_rel_storage(tables[r].rel),
 				   sizeof(StreamStorage)) != 0;
 		for (s = 0; s < nstreams; s++)
 		{
@@ -1277,16 +1281,17 @@ number_captured_rows(void)
 		}
 		if (s == nstreams)
 			streams[nstreams++].ref = ref;
-		stream_of[r] = s;
-		if (rewritten[r])
-			rel_rows[r] = rows_of_rewritten(relations[r], targets[r],
-											&rel_nrows[r]);
+		tables[r].stream = s;
+		if (tables[r].rewritten)
+			tables[r].rows = rows_of_rewritten(tables[r].rel,
+											   tables[r].target,
+											   &tables[r].nrows);
 	}
 	for (i = 0; i < ncaptured; i++)
 	{
 		r = captured[i].rel;
-		if (stream_of[r] >= 0 && !rewritten[r])
-			rel_nrows[r]++;
+		if (tables[r].stream >= 0 && !tables[r].rewritten)
+			tables[r].nrows++;
 	}
 
 	/*
@@ -1295,30 +1300,31 @@ number_captured_rows(void)
 	 */
 	for (r = 0; r < nrels; r++)
 	{
-		if (stream_of[r] >= 0 && !rewritten[r] && rel_nrows[r] > 0)
+		if (tables[r].stream >= 0 && !tables[r].rewritten && tables[r].nrows > 0)
 		{
-			rel_rows[r] = palloc_extended(sizeof(PassRow) * rel_nrows[r],
-										  MCXT_ALLOC_HUGE);
-			rel_nrows[r] = 0;
+			tables[r].rows = palloc_extended(sizeof(PassRow) *
+											 tables[r].nrows,
+											 MCXT_ALLOC_HUGE);
+			tables[r].nrows = 0;
 		}
 	}
 	for (i = 0; i < ncaptured; i++)
 	{
 		r = captured[i].rel;
-		if (stream_of[r] >= 0 && !rewritten[r])
+		if (tables[r].stream >= 0 && !tables[r].rewritten)
 		{
-			PassRow    *row = &rel_rows[r][rel_nrows[r]++];
+			PassRow    *row = &tables[r].rows[tables[r].nrows++];
 
 			row->tid = captured[i].tid;
-			row->rank = streams[stream_of[r]].count++;
+			row->rank = streams[tables[r].stream].count++;
 		}
 	}
 	for (r = 0; r < nrels; r++)
 	{
-		if (stream_of[r] >= 0 && rewritten[r])
+		if (tables[r].stream >= 0 && tables[r].rewritten)
 		{
-			for (i = 0; i < rel_nrows[r]; i++)
-				rel_rows[r][i].rank = streams[stream_of[r]].count++;
+			for (i = 0; i < tables[r].nrows; i++)
+				tables[r].rows[i].rank = streams[tables[r].stream].count++;
 		}
 	}
 
@@ -1332,12 +1338,13 @@ number_captured_rows(void)
 	/* the writes */
 	for (r = 0; r < nrels; r++)
 	{
-		if (stream_of[r] < 0)
+		if (tables[r].stream < 0)
 			continue;
-		if (rel_nrows[r] > 0)
-			write_table(relations[r], targets[r], &streams[stream_of[r]],
-						rel_rows[r], rel_nrows[r], rewritten[r]);
-		table_close(relations[r], NoLock);
+		if (tables[r].nrows > 0)
+			write_table(tables[r].rel, tables[r].target,
+						&streams[tables[r].stream], tables[r].rows,
+						tables[r].nrows, tables[r].rewritten);
+		table_close(tables[r].rel, NoLock);
 	}
 
 	for (r = 0; r < nstreams; r++)
