@@ -207,6 +207,14 @@ typedef struct TableIndexes
 } TableIndexes;
 
 static HTAB *table_indexes = NULL;
+
+/*
+ * What the commit-time write allocates, emptied when it ends and when its
+ * transaction aborts (an error in the middle of it): made once, as
+ * creating and deleting a context for each commit costs more than
+ * emptying one.
+ */
+static MemoryContext pass_cxt = NULL;
 static uint64 relcache_changes = 1;
 
 /*
@@ -1225,7 +1233,6 @@ number_captured_rows(void)
 	CapturedRel *rels;
 	int64		ncaptured = stream_captured(&captured);
 	int			nrels = stream_captured_rels(&rels);
-	MemoryContext pass_cxt;
 	MemoryContext oldcxt;
 	PassStream *streams;
 	int			nstreams = 0;
@@ -1238,9 +1245,10 @@ number_captured_rows(void)
 		return;
 	raise_times(rels, nrels);
 
-	pass_cxt = AllocSetContextCreate(TopTransactionContext,
-									 "stream_seq commit-time write",
-									 ALLOCSET_DEFAULT_SIZES);
+	if (pass_cxt == NULL)
+		pass_cxt = AllocSetContextCreate(TopMemoryContext,
+										 "stream_seq commit-time write",
+										 ALLOCSET_DEFAULT_SIZES);
 	oldcxt = MemoryContextSwitchTo(pass_cxt);
 	streams = palloc0(sizeof(PassStream) * nrels);
 	tables = palloc0(sizeof(PassTable) * nrels);
@@ -1359,7 +1367,7 @@ number_captured_rows(void)
 		stream_xact_numbered(ps->ref, ps->first, ps->last, ps->written);
 	}
 	MemoryContextSwitchTo(oldcxt);
-	MemoryContextDelete(pass_cxt);
+	MemoryContextReset(pass_cxt);
 }
 
 /*
@@ -1431,6 +1439,8 @@ stream_xact_callback(XactEvent event, void *arg)
 		case XACT_EVENT_PREPARE:
 			stream_xact_finish(false);
 			stream_capture_reset();
+			if (pass_cxt != NULL)
+				MemoryContextReset(pass_cxt);
 			break;
 
 		default:
