@@ -126,6 +126,8 @@ typedef struct TableWrite
 								 * (rows_of_rewritten): each is the version
 								 * that is live now */
 	bool		needs_tuples;	/* some index needs the numbered row */
+	struct TableIndexes *cached;	/* what is kept of the table (its recent
+								 * buffer) */
 	int			nindexes;
 	WriteIndex *indexes;
 	EState	   *estate;			/* for expressions, made on first need */
@@ -204,6 +206,14 @@ typedef struct TableIndexes
 	int			ncovering;
 	CoveringIndex *covering;	/* in cxt */
 	MemoryContext cxt;			/* of what is kept */
+	/*
+	 * The buffer of the last page the write locked in this table, a hint
+	 * only: ReadRecentBuffer checks that it still holds that page of the
+	 * table's present storage before pinning it, and a wrong hint costs
+	 * a ReadBuffer.
+	 */
+	BlockNumber recent_block;
+	Buffer		recent_buffer;
 } TableIndexes;
 
 static HTAB *table_indexes = NULL;
@@ -385,7 +395,11 @@ table_indexes_of(Relation rel, AttrNumber seq, AttrNumber at)
 	if (found && ti->valid && ti->checked_at == relcache_changes)
 		return ti;
 	if (!found)
+	{
 		ti->cxt = NULL;
+		ti->recent_block = InvalidBlockNumber;
+		ti->recent_buffer = InvalidBuffer;
+	}
 	if (ti->cxt != NULL)
 		MemoryContextReset(ti->cxt);
 	else
@@ -456,6 +470,7 @@ open_table_write(TableWrite *tw, Relation rel, StreamTarget *target,
 
 	memset(tw, 0, sizeof(TableWrite));
 	tw->rel = rel;
+	tw->cached = ti;
 	tw->ref = ps->ref;
 	tw->seq_attnum = target->seq_attnum;
 	tw->time_attnum = target->time_attnum;
@@ -852,6 +867,36 @@ reserve(PassStream *ps)
 }
 
 /*
+ * read_page
+ *		Pin block "blkno" of the table: the buffer that held it when the
+ *		write last locked a page of the table, if it still holds it (the
+ *		last page of a table written by small transactions, most often),
+ *		found without a lookup in the buffer mapping table; else as
+ *		ReadBuffer finds it.
+ */
+static Buffer
+read_page(TableWrite *tw, BlockNumber blkno)
+{
+	TableIndexes *ti = tw->cached;
+	Buffer		buffer;
+
+	if (ti->recent_block == blkno && BufferIsValid(ti->recent_buffer) &&
+#if PG_VERSION_NUM >= 160000
+		ReadRecentBuffer(tw->rel->rd_locator, MAIN_FORKNUM, blkno,
+						 ti->recent_buffer)
+#else
+		ReadRecentBuffer(tw->rel->rd_node, MAIN_FORKNUM, blkno,
+						 ti->recent_buffer)
+#endif
+		)
+		return ti->recent_buffer;
+	buffer = ReadBuffer(tw->rel, blkno);
+	ti->recent_block = blkno;
+	ti->recent_buffer = buffer;
+	return buffer;
+}
+
+/*
  * write_page
  *		Number the rows "rows" (all on block "blkno" of the table): in
  *		place those that may be, under one lock of the page and one WAL
@@ -877,7 +922,7 @@ write_page(TableWrite *tw, PassStream *ps, BlockNumber blkno,
 retry:
 	page_updates = NIL;
 	nprows = 0;
-	buffer = ReadBuffer(tw->rel, blkno);
+	buffer = read_page(tw, blkno);
 	LockBuffer(buffer, BUFFER_LOCK_EXCLUSIVE);
 	page = BufferGetPage(buffer);
 	maxoff = PageGetMaxOffsetNumber(page);
