@@ -249,7 +249,9 @@ check_publications(Relation rel, StreamTarget *target)
 						RelationGetRelationName(rel)),
 				 errdetail("Stream numbers are written by an update at commit; subscribers would get the rows without them."),
 				 errhint("Publish updates of the table too, or stop publishing it.")));
-	check_update_publishable(rel);
+	/* an update no publication publishes is refused by none */
+	if (pubdesc.pubactions.pubupdate)
+		check_update_publishable(rel);
 }
 
 /*
