@@ -217,6 +217,7 @@ typedef struct TableIndexes
 } TableIndexes;
 
 static HTAB *table_indexes = NULL;
+static TableIndexes *last_table_indexes = NULL;
 
 /*
  * What the commit-time write allocates, emptied when it ends and when its
@@ -391,7 +392,15 @@ table_indexes_of(Relation rel, AttrNumber seq, AttrNumber at)
 		table_indexes = hash_create("stream_seq table indexes", 16, &ctl,
 									HASH_ELEM | HASH_BLOBS | HASH_CONTEXT);
 	}
-	ti = hash_search(table_indexes, &relid, HASH_ENTER, &found);
+	/* the table of the last call: entries are never removed */
+	if (last_table_indexes != NULL && last_table_indexes->relid == relid)
+	{
+		ti = last_table_indexes;
+		found = true;
+	}
+	else
+		ti = hash_search(table_indexes, &relid, HASH_ENTER, &found);
+	last_table_indexes = ti;
 	if (found && ti->valid && ti->checked_at == relcache_changes)
 		return ti;
 	if (!found)
