@@ -374,6 +374,59 @@ COMMIT;
 SELECT e.last = (SELECT seq FROM events WHERE id = 50) AS events_set,
        (p.first, p.last) = (SELECT min(seq), max(seq) FROM pevents WHERE id IN (6, 7)) AS pevents_set
   FROM stream_seq.last_numbers('events') e, stream_seq.last_numbers('pevents') p;
+-- one that writes to ten streams sets all ten (more streams than the
+-- session keeps track of one by one); one that rolls back leaves them
+RESET ROLE;
+SET client_min_messages = warning;
+DO $$
+BEGIN
+  FOR i IN 1..10 LOOP
+    EXECUTE format('CREATE TABLE app_many_%s (id int, seq bigint)', i);
+    PERFORM stream_seq.enable(format('app_many_%s', i)::regclass);
+  END LOOP;
+END $$;
+RESET client_min_messages;
+CREATE FUNCTION app_many_set() RETURNS int LANGUAGE plpgsql AS $$
+DECLARE
+  n int := 0;
+  s bigint;
+  l record;
+BEGIN
+  FOR i IN 1..10 LOOP
+    EXECUTE format('SELECT max(seq) FROM app_many_%s', i) INTO s;
+    SELECT * INTO l FROM stream_seq.last_numbers(format('app_many_%s', i)::regclass);
+    IF l.first = s AND l.last = s THEN
+      n := n + 1;
+    END IF;
+  END LOOP;
+  RETURN n;
+END $$;
+BEGIN;
+DO $$
+BEGIN
+  FOR i IN 1..10 LOOP
+    EXECUTE format('INSERT INTO app_many_%s VALUES (%s)', i, i);
+  END LOOP;
+END $$;
+COMMIT;
+SELECT app_many_set() AS streams_set;
+BEGIN;
+DO $$
+BEGIN
+  FOR i IN 1..10 LOOP
+    EXECUTE format('INSERT INTO app_many_%s VALUES (%s)', i, i + 10);
+  END LOOP;
+END $$;
+ROLLBACK;
+SELECT app_many_set() AS streams_unchanged;
+DO $$
+BEGIN
+  FOR i IN 1..10 LOOP
+    EXECUTE format('DROP TABLE app_many_%s', i);
+  END LOOP;
+END $$;
+DROP FUNCTION app_many_set();
+SET ROLE app_user;
 -- the recipe "wait until my event is visible to consumers": wait() past
 -- the last number, then every row up to it is below the horizon
 SELECT stream_seq.wait('events', last - 1, '10 seconds') > last AS visible

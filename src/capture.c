@@ -249,7 +249,9 @@ check_publications(Relation rel, StreamTarget *target)
 						RelationGetRelationName(rel)),
 				 errdetail("Stream numbers are written by an update at commit; subscribers would get the rows without them."),
 				 errhint("Publish updates of the table too, or stop publishing it.")));
-	check_update_publishable(rel);
+	/* an update no publication publishes is refused by none */
+	if (pubdesc.pubactions.pubupdate)
+		check_update_publishable(rel);
 }
 
 /*
@@ -396,7 +398,12 @@ stream_capture_row(Relation rel, ItemPointer tid)
 		return;					/* not in a stream: nothing to number */
 	if (ncaptured_rows == captured_rows_size)
 	{
-		captured_rows_size = Max(1024, captured_rows_size * 2);
+		/*
+		 * Small at first: a log of 1,024 rows would be a block of its own,
+		 * allocated and freed by every transaction however few rows it
+		 * stores.
+		 */
+		captured_rows_size = Max(64, captured_rows_size * 2);
 		if (captured_rows == NULL)
 			captured_rows = MemoryContextAllocHuge(TopTransactionContext,
 												   captured_rows_size * sizeof(CapturedRow));

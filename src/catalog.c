@@ -114,6 +114,13 @@ invalidate_stream_cache(Datum arg, Oid relid)
 }
 
 /*
+ * The entry of stream_cache that lookup_stream returned or loaded last:
+ * entries are never removed, so the pointer stays good; an invalidation
+ * clears its "valid" as any other entry's.
+ */
+static StreamRef *last_ref = NULL;
+
+/*
  * ensure_cache
  *		Set up the backend's cache on first use.
  */
@@ -990,9 +997,13 @@ lookup_stream(Oid relid, bool missing_ok, bool *no_slot)
 	stream_check_preloaded();
 	ensure_cache();
 
+	/* the stream of the last call, valid: no hash lookup (most calls) */
+	if (last_ref != NULL && last_ref->relid == relid && last_ref->valid)
+		return last_ref;
 	ref = hash_search(stream_cache, &relid, HASH_ENTER, &found);
 	if (!found)
 		ref->valid = false;
+	last_ref = ref;
 	if (ref->valid)
 		return ref;
 

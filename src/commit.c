@@ -65,6 +65,7 @@
 #include "nodes/makefuncs.h"
 #include "nodes/nodeFuncs.h"
 #include "optimizer/optimizer.h"
+#include "pgstat.h"
 #include "storage/bufmgr.h"
 #include "tcop/utility.h"
 #include "utils/builtins.h"
@@ -125,6 +126,8 @@ typedef struct TableWrite
 								 * (rows_of_rewritten): each is the version
 								 * that is live now */
 	bool		needs_tuples;	/* some index needs the numbered row */
+	struct TableIndexes *cached;	/* what is kept of the table (its recent
+								 * buffer) */
 	int			nindexes;
 	WriteIndex *indexes;
 	EState	   *estate;			/* for expressions, made on first need */
@@ -151,6 +154,20 @@ typedef struct PassStream
 	int64		last;
 	int64		written;
 } PassStream;
+
+/*
+ * A table the transaction stored rows in, during the write: the table as
+ * it is now, its stream and its rows to number.
+ */
+typedef struct PassTable
+{
+	Relation	rel;
+	StreamTarget *target;
+	int			stream;			/* index into the pass's streams, -1 none */
+	bool		rewritten;		/* its rows are found by reading it */
+	PassRow    *rows;
+	int64		nrows;
+} PassTable;
 
 /* What the reservation's logger writes: the first page (page_logger). */
 typedef struct FirstPage
@@ -189,9 +206,26 @@ typedef struct TableIndexes
 	int			ncovering;
 	CoveringIndex *covering;	/* in cxt */
 	MemoryContext cxt;			/* of what is kept */
+	/*
+	 * The buffer of the last page the write locked in this table, a hint
+	 * only: ReadRecentBuffer checks that it still holds that page of the
+	 * table's present storage before pinning it, and a wrong hint costs
+	 * a ReadBuffer.
+	 */
+	BlockNumber recent_block;
+	Buffer		recent_buffer;
 } TableIndexes;
 
 static HTAB *table_indexes = NULL;
+static TableIndexes *last_table_indexes = NULL;
+
+/*
+ * What the commit-time write allocates, emptied when it ends and when its
+ * transaction aborts (an error in the middle of it): made once, as
+ * creating and deleting a context for each commit costs more than
+ * emptying one.
+ */
+static MemoryContext pass_cxt = NULL;
 static uint64 relcache_changes = 1;
 
 /*
@@ -358,11 +392,23 @@ table_indexes_of(Relation rel, AttrNumber seq, AttrNumber at)
 		table_indexes = hash_create("stream_seq table indexes", 16, &ctl,
 									HASH_ELEM | HASH_BLOBS | HASH_CONTEXT);
 	}
-	ti = hash_search(table_indexes, &relid, HASH_ENTER, &found);
+	/* the table of the last call: entries are never removed */
+	if (last_table_indexes != NULL && last_table_indexes->relid == relid)
+	{
+		ti = last_table_indexes;
+		found = true;
+	}
+	else
+		ti = hash_search(table_indexes, &relid, HASH_ENTER, &found);
+	last_table_indexes = ti;
 	if (found && ti->valid && ti->checked_at == relcache_changes)
 		return ti;
 	if (!found)
+	{
 		ti->cxt = NULL;
+		ti->recent_block = InvalidBlockNumber;
+		ti->recent_buffer = InvalidBuffer;
+	}
 	if (ti->cxt != NULL)
 		MemoryContextReset(ti->cxt);
 	else
@@ -433,6 +479,7 @@ open_table_write(TableWrite *tw, Relation rel, StreamTarget *target,
 
 	memset(tw, 0, sizeof(TableWrite));
 	tw->rel = rel;
+	tw->cached = ti;
 	tw->ref = ps->ref;
 	tw->seq_attnum = target->seq_attnum;
 	tw->time_attnum = target->time_attnum;
@@ -829,6 +876,36 @@ reserve(PassStream *ps)
 }
 
 /*
+ * read_page
+ *		Pin block "blkno" of the table: the buffer that held it when the
+ *		write last locked a page of the table, if it still holds it (the
+ *		last page of a table written by small transactions, most often),
+ *		found without a lookup in the buffer mapping table; else as
+ *		ReadBuffer finds it.
+ */
+static Buffer
+read_page(TableWrite *tw, BlockNumber blkno)
+{
+	TableIndexes *ti = tw->cached;
+	Buffer		buffer;
+
+	if (ti->recent_block == blkno && BufferIsValid(ti->recent_buffer) &&
+#if PG_VERSION_NUM >= 160000
+		ReadRecentBuffer(tw->rel->rd_locator, MAIN_FORKNUM, blkno,
+						 ti->recent_buffer)
+#else
+		ReadRecentBuffer(tw->rel->rd_node, MAIN_FORKNUM, blkno,
+						 ti->recent_buffer)
+#endif
+		)
+		return ti->recent_buffer;
+	buffer = ReadBuffer(tw->rel, blkno);
+	ti->recent_block = blkno;
+	ti->recent_buffer = buffer;
+	return buffer;
+}
+
+/*
  * write_page
  *		Number the rows "rows" (all on block "blkno" of the table): in
  *		place those that may be, under one lock of the page and one WAL
@@ -854,7 +931,7 @@ write_page(TableWrite *tw, PassStream *ps, BlockNumber blkno,
 retry:
 	page_updates = NIL;
 	nprows = 0;
-	buffer = ReadBuffer(tw->rel, blkno);
+	buffer = read_page(tw, blkno);
 	LockBuffer(buffer, BUFFER_LOCK_EXCLUSIVE);
 	page = BufferGetPage(buffer);
 	maxoff = PageGetMaxOffsetNumber(page);
@@ -1177,6 +1254,29 @@ still_in_stream(Relation rel, CapturedRel *crel)
 }
 
 /*
+ * open_captured_table
+ *		The table "relid" whose rows the transaction stored, or NULL if the
+ *		transaction dropped it since.  It is locked since its rows were
+ *		stored, by the statements that did, so only this transaction can
+ *		have dropped it, and a drop removes its relation cache entry: the
+ *		entry found (or built again from pg_class as this transaction sees
+ *		it) is the answer, with no catalog lookup of its own.  What
+ *		table_open adds (the check of the relation's kind, the flag of a
+ *		temporary table's use) was done when its rows were stored.
+ */
+static Relation
+open_captured_table(Oid relid)
+{
+	Relation	rel = RelationIdGetRelation(relid);
+
+	if (rel == NULL)
+		return NULL;
+	Assert(CheckRelationLockedByMe(rel, RowExclusiveLock, true));
+	pgstat_init_relation(rel);
+	return rel;
+}
+
+/*
  * number_captured_rows
  *		The commit-time write (see the top of the file).
  */
@@ -1187,16 +1287,10 @@ number_captured_rows(void)
 	CapturedRel *rels;
 	int64		ncaptured = stream_captured(&captured);
 	int			nrels = stream_captured_rels(&rels);
-	MemoryContext pass_cxt;
 	MemoryContext oldcxt;
 	PassStream *streams;
 	int			nstreams = 0;
-	int		   *stream_of;		/* per table: index into streams, -1 none */
-	bool	   *rewritten;
-	Relation   *relations;
-	StreamTarget **targets;
-	PassRow   **rel_rows;
-	int64	   *rel_nrows;
+	PassTable  *tables;
 	int			r;
 	int64		i;
 
@@ -1205,17 +1299,13 @@ number_captured_rows(void)
 		return;
 	raise_times(rels, nrels);
 
-	pass_cxt = AllocSetContextCreate(TopTransactionContext,
-									 "stream_seq commit-time write",
-									 ALLOCSET_DEFAULT_SIZES);
+	if (pass_cxt == NULL)
+		pass_cxt = AllocSetContextCreate(TopMemoryContext,
+										 "stream_seq commit-time write",
+										 ALLOCSET_DEFAULT_SIZES);
 	oldcxt = MemoryContextSwitchTo(pass_cxt);
 	streams = palloc0(sizeof(PassStream) * nrels);
-	stream_of = palloc(sizeof(int) * nrels);
-	rewritten = palloc0(sizeof(bool) * nrels);
-	relations = palloc0(sizeof(Relation) * nrels);
-	targets = palloc0(sizeof(StreamTarget *) * nrels);
-	rel_rows = palloc0(sizeof(PassRow *) * nrels);
-	rel_nrows = palloc0(sizeof(int64) * nrels);
+	tables = palloc0(sizeof(PassTable) * nrels);
 
 	/* the tables, as they are now, and their streams */
 	for (r = 0; r < nrels; r++)
@@ -1223,29 +1313,28 @@ number_captured_rows(void)
 		StreamRef  *ref;
 		int			s;
 
-		stream_of[r] = -1;
+		tables[r].stream = -1;
 		if (rels[r].first_row < 0)
 			continue;			/* its rows rolled back to a savepoint */
-		if (!SearchSysCacheExists1(RELOID, ObjectIdGetDatum(rels[r].relid)))
+		tables[r].rel = open_captured_table(rels[r].relid);
+		if (tables[r].rel == NULL)
 			continue;			/* dropped since */
-		/* locked since its rows were stored, by the statements that did */
-		relations[r] = table_open(rels[r].relid, NoLock);
-		if (!still_in_stream(relations[r], &rels[r]))
+		if (!still_in_stream(tables[r].rel, &rels[r]))
 		{
-			table_close(relations[r], NoLock);
-			relations[r] = NULL;
+			table_close(tables[r].rel, NoLock);
+			tables[r].rel = NULL;
 			continue;			/* no longer a stream */
 		}
-		targets[r] = stream_capture_target(&rels[r]);
-		ref = stream_lookup(targets[r]->stream, true);
+		tables[r].target = stream_capture_target(&rels[r]);
+		ref = stream_lookup(tables[r].target->stream, true);
 		if (ref == NULL)
 		{
-			table_close(relations[r], NoLock);
-			relations[r] = NULL;
+			table_close(tables[r].rel, NoLock);
+			tables[r].rel = NULL;
 			continue;			/* no longer a stream */
 		}
-		rewritten[r] = rels[r].rewritten ||
-			memcmp(&rels[r].storage, &stream_rel_storage(relations[r]),
+		tables[r].rewritten = rels[r].rewritten ||
+			memcmp(&rels[r].storage, &stream_rel_storage(tables[r].rel),
 				   sizeof(StreamStorage)) != 0;
 		for (s = 0; s < nstreams; s++)
 		{
@@ -1254,16 +1343,17 @@ number_captured_rows(void)
 		}
 		if (s == nstreams)
 			streams[nstreams++].ref = ref;
-		stream_of[r] = s;
-		if (rewritten[r])
-			rel_rows[r] = rows_of_rewritten(relations[r], targets[r],
-											&rel_nrows[r]);
+		tables[r].stream = s;
+		if (tables[r].rewritten)
+			tables[r].rows = rows_of_rewritten(tables[r].rel,
+											   tables[r].target,
+											   &tables[r].nrows);
 	}
 	for (i = 0; i < ncaptured; i++)
 	{
 		r = captured[i].rel;
-		if (stream_of[r] >= 0 && !rewritten[r])
-			rel_nrows[r]++;
+		if (tables[r].stream >= 0 && !tables[r].rewritten)
+			tables[r].nrows++;
 	}
 
 	/*
@@ -1272,30 +1362,31 @@ number_captured_rows(void)
 	 */
 	for (r = 0; r < nrels; r++)
 	{
-		if (stream_of[r] >= 0 && !rewritten[r] && rel_nrows[r] > 0)
+		if (tables[r].stream >= 0 && !tables[r].rewritten && tables[r].nrows > 0)
 		{
-			rel_rows[r] = palloc_extended(sizeof(PassRow) * rel_nrows[r],
-										  MCXT_ALLOC_HUGE);
-			rel_nrows[r] = 0;
+			tables[r].rows = palloc_extended(sizeof(PassRow) *
+											 tables[r].nrows,
+											 MCXT_ALLOC_HUGE);
+			tables[r].nrows = 0;
 		}
 	}
 	for (i = 0; i < ncaptured; i++)
 	{
 		r = captured[i].rel;
-		if (stream_of[r] >= 0 && !rewritten[r])
+		if (tables[r].stream >= 0 && !tables[r].rewritten)
 		{
-			PassRow    *row = &rel_rows[r][rel_nrows[r]++];
+			PassRow    *row = &tables[r].rows[tables[r].nrows++];
 
 			row->tid = captured[i].tid;
-			row->rank = streams[stream_of[r]].count++;
+			row->rank = streams[tables[r].stream].count++;
 		}
 	}
 	for (r = 0; r < nrels; r++)
 	{
-		if (stream_of[r] >= 0 && rewritten[r])
+		if (tables[r].stream >= 0 && tables[r].rewritten)
 		{
-			for (i = 0; i < rel_nrows[r]; i++)
-				rel_rows[r][i].rank = streams[stream_of[r]].count++;
+			for (i = 0; i < tables[r].nrows; i++)
+				tables[r].rows[i].rank = streams[tables[r].stream].count++;
 		}
 	}
 
@@ -1309,12 +1400,13 @@ number_captured_rows(void)
 	/* the writes */
 	for (r = 0; r < nrels; r++)
 	{
-		if (stream_of[r] < 0)
+		if (tables[r].stream < 0)
 			continue;
-		if (rel_nrows[r] > 0)
-			write_table(relations[r], targets[r], &streams[stream_of[r]],
-						rel_rows[r], rel_nrows[r], rewritten[r]);
-		table_close(relations[r], NoLock);
+		if (tables[r].nrows > 0)
+			write_table(tables[r].rel, tables[r].target,
+						&streams[tables[r].stream], tables[r].rows,
+						tables[r].nrows, tables[r].rewritten);
+		table_close(tables[r].rel, NoLock);
 	}
 
 	for (r = 0; r < nstreams; r++)
@@ -1329,7 +1421,7 @@ number_captured_rows(void)
 		stream_xact_numbered(ps->ref, ps->first, ps->last, ps->written);
 	}
 	MemoryContextSwitchTo(oldcxt);
-	MemoryContextDelete(pass_cxt);
+	MemoryContextReset(pass_cxt);
 }
 
 /*
@@ -1401,6 +1493,8 @@ stream_xact_callback(XactEvent event, void *arg)
 		case XACT_EVENT_PREPARE:
 			stream_xact_finish(false);
 			stream_capture_reset();
+			if (pass_cxt != NULL)
+				MemoryContextReset(pass_cxt);
 			break;
 
 		default:

@@ -310,11 +310,15 @@ stream_prepare_numbers(StreamRef *ref, int64 count)
 {
 	int64		next;
 	int64		block_end;
+	bool		started = stream_counter_read(ref, &next, &block_end);
 
-	if (!stream_counter_read(ref, &next, &block_end))
+	/* read again only after a start: the reservation checks it anyway */
+	if (!started)
+	{
 		(void) stream_start_counter(ref);
-	if (stream_counter_read(ref, &next, &block_end) &&
-		block_end - next < count)
+		started = stream_counter_read(ref, &next, &block_end);
+	}
+	if (started && block_end - next < count)
 		refill_block(ref, count);
 	if (ref->time_attnum != InvalidAttrNumber && !stream_time_floor_known(ref))
 		stream_raise_time_floor(ref);

@@ -94,6 +94,15 @@ static HTAB *session_numbers = NULL;
 static bool session_numbers_pending = false;	/* an entry has "pending" */
 
 /*
+ * The entries made pending by the transaction, as long as they fit here
+ * (else every entry is looked at), so that settling them reads no hash
+ * table.
+ */
+#define MAX_PENDING_KEPT 8
+static SessionNumbers *pending_entries[MAX_PENDING_KEPT];
+static int	npending_entries = 0;	/* MAX_PENDING_KEPT + 1: more */
+
+/*
  * xact_stream_get
  *		The transaction's state for a stream, created on first use.
  */
@@ -234,11 +243,37 @@ remember_numbers(XactStream *xs)
 	}
 	entry = hash_search(session_numbers, &xs->relid, HASH_ENTER, &found);
 	if (!found)
+	{
 		entry->committed = false;
+		entry->pending = false;
+	}
+	if (!entry->pending && npending_entries <= MAX_PENDING_KEPT)
+	{
+		if (npending_entries < MAX_PENDING_KEPT)
+			pending_entries[npending_entries] = entry;
+		npending_entries++;
+	}
 	entry->pending = true;
 	entry->pending_first = xs->first_number;
 	entry->pending_last = xs->last_number;
 	session_numbers_pending = true;
+}
+
+/*
+ * settle_entry
+ *		At commit the pending numbers of one entry become its last ones; at
+ *		abort they are dropped.
+ */
+static void
+settle_entry(SessionNumbers *entry, bool committed)
+{
+	if (entry->pending && committed)
+	{
+		entry->committed = true;
+		entry->first = entry->pending_first;
+		entry->last = entry->pending_last;
+	}
+	entry->pending = false;
 }
 
 /*
@@ -256,17 +291,20 @@ settle_numbers(bool committed)
 
 	if (!session_numbers_pending)
 		return;
-	hash_seq_init(&status, session_numbers);
-	while ((entry = hash_seq_search(&status)) != NULL)
+	if (npending_entries <= MAX_PENDING_KEPT)
 	{
-		if (entry->pending && committed)
-		{
-			entry->committed = true;
-			entry->first = entry->pending_first;
-			entry->last = entry->pending_last;
-		}
-		entry->pending = false;
+		int			i;
+
+		for (i = 0; i < npending_entries; i++)
+			settle_entry(pending_entries[i], committed);
 	}
+	else
+	{
+		hash_seq_init(&status, session_numbers);
+		while ((entry = hash_seq_search(&status)) != NULL)
+			settle_entry(entry, committed);
+	}
+	npending_entries = 0;
 	session_numbers_pending = false;
 }
 
