@@ -514,6 +514,101 @@ INSERT INTO pubrf VALUES (1, 1);
 SELECT id, seq > 0 AS numbered FROM pubrf;
 DROP TABLE pubrf;
 
+-- The predicate "seq > 0" of a stream's indexes is prepared once per
+-- session and user (indexpred.c), not for every INSERT.  It must keep
+-- deciding as PostgreSQL's own preparation does: which rows each partial
+-- index holds, for INSERT, multi-row INSERT, ON CONFLICT, prepared
+-- statements, a nested INSERT from a trigger, a user's own partial
+-- indexes; and who may execute the operator's function.
+CREATE TABLE pred (id int PRIMARY KEY, customer int, payload int, seq bigint);
+SELECT stream_seq.enable('pred');
+SELECT stream_seq.create_group('pred', 'by_customer', 'customer', 4);
+CREATE INDEX pred_big_payload ON pred (payload) WHERE payload > 10;
+CREATE INDEX pred_numbered_payload ON pred (payload) WHERE seq > 0;
+GRANT SELECT, INSERT, UPDATE ON pred TO write_path_writer;
+CREATE FUNCTION pred_echo() RETURNS trigger LANGUAGE plpgsql AS $$
+BEGIN
+  IF NEW.id < 3 THEN
+    INSERT INTO pred VALUES (NEW.id + 1000, NEW.customer, NEW.payload + 10);
+  END IF;
+  RETURN NULL;
+END $$;
+CREATE TRIGGER pred_echo AFTER INSERT ON pred FOR EACH ROW EXECUTE FUNCTION pred_echo();
+SET ROLE write_path_writer;
+INSERT INTO pred VALUES (1, 1, 5);
+INSERT INTO pred VALUES (2, 2, 50), (3, 3, 7), (4, 1, 70);
+PREPARE pred_ins(int, int) AS INSERT INTO pred VALUES ($1, $1 % 5, $2);
+EXECUTE pred_ins(5, 1);
+EXECUTE pred_ins(6, 11);
+EXECUTE pred_ins(7, 2);
+EXECUTE pred_ins(8, 22);
+EXECUTE pred_ins(9, 3);
+EXECUTE pred_ins(10, 33);
+EXECUTE pred_ins(11, 4);
+DEALLOCATE pred_ins;
+INSERT INTO pred VALUES (10, 0, 0) ON CONFLICT DO NOTHING;
+INSERT INTO pred VALUES (11, 0, 44) ON CONFLICT (id) DO UPDATE SET payload = excluded.payload;
+INSERT INTO pred VALUES (12, 2, 12) ON CONFLICT (id) DO UPDATE SET payload = excluded.payload;
+-- rows the transaction stores but does not keep
+BEGIN;
+INSERT INTO pred VALUES (13, 3, 13);
+SAVEPOINT s;
+INSERT INTO pred VALUES (14, 4, 14);
+ROLLBACK TO SAVEPOINT s;
+INSERT INTO pred VALUES (15, 0, 15);
+COMMIT;
+-- a cancel in the middle of an INSERT: the session goes on
+SET statement_timeout = '200ms';
+INSERT INTO pred SELECT 100 + g, g, g FROM generate_series(1, 3) g, pg_sleep(0.3);
+RESET statement_timeout;
+INSERT INTO pred VALUES (16, 1, 16);
+-- a function replaced in the middle of an INSERT (the states kept are
+-- dropped, and the one the INSERT uses stays valid until its end), with a
+-- nested INSERT that prepares a state again
+CREATE FUNCTION pred_replace(i int) RETURNS boolean LANGUAGE plpgsql AS $$
+BEGIN
+  EXECUTE format('CREATE OR REPLACE FUNCTION pred_scratch() RETURNS int LANGUAGE sql AS %L',
+                 'SELECT ' || i);
+  INSERT INTO pred VALUES (200 + i, i, i + 20);
+  RETURN true;
+END $$;
+INSERT INTO pred SELECT 300 + g, g, g FROM generate_series(1, 4) g WHERE pred_replace(g);
+RESET ROLE;
+SELECT count(*) AS rows, count(*) FILTER (WHERE seq > 0) AS numbered,
+       count(DISTINCT seq) AS distinct_numbers FROM pred;
+SELECT check_all('pred');
+SELECT same_both_ways('SELECT id FROM pred WHERE payload > 10');
+SELECT same_both_ways('SELECT id, seq FROM pred WHERE seq > 5');
+-- the right to execute the operator's function is checked as PostgreSQL
+-- checks it, for each user: revoked from PUBLIC, the writer (whose state
+-- is kept) is refused, a role granted it is not
+CREATE ROLE write_path_granted;
+GRANT write_path_writer TO write_path_granted;
+BEGIN;
+REVOKE EXECUTE ON FUNCTION int84gt(bigint, integer) FROM PUBLIC;
+GRANT EXECUTE ON FUNCTION int84gt(bigint, integer) TO write_path_granted;
+SET ROLE write_path_writer;
+SAVEPOINT s;
+INSERT INTO pred VALUES (20, 1, 1);
+ROLLBACK TO SAVEPOINT s;
+SET ROLE write_path_granted;
+INSERT INTO pred VALUES (21, 1, 1);
+RESET ROLE;
+GRANT EXECUTE ON FUNCTION int84gt(bigint, integer) TO PUBLIC;
+SET ROLE write_path_writer;
+INSERT INTO pred VALUES (22, 1, 1);
+RESET ROLE;
+SELECT id FROM pred WHERE id BETWEEN 20 AND 22 ORDER BY id;
+ROLLBACK;
+SET ROLE write_path_writer;
+INSERT INTO pred VALUES (23, 1, 1);
+RESET ROLE;
+DROP ROLE write_path_granted;
+SELECT check_all('pred');
+SELECT stream_seq.drop_consumer('pred', 'by_customer');
+DROP TABLE pred;
+DROP FUNCTION pred_echo(), pred_replace(int), pred_scratch();
+
 DROP TABLE h, full_idx, h2, frozen, whole, outbox, orders, h3, own;
 DROP PROCEDURE two_commits();
 SELECT stream_seq.drop_consumer('g', 'workers');

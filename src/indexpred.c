@@ -1,0 +1,365 @@
+/*-------------------------------------------------------------------------
+ *
+ * indexpred.c
+ *	  The executor's test of the predicate of a stream table's partial
+ *	  indexes ("seq > 0": the stream's unique index, a group's slot index),
+ *	  prepared once per session instead of once per statement.
+ *
+ * Before it inserts a row's entry into a partial index, PostgreSQL tests
+ * the row against the index's predicate, with an expression state it
+ * prepares for each statement (ExecInsertIndexTuples and, for ON
+ * CONFLICT, ExecCheckIndexConstraints: ExecPrepareQual, which runs the
+ * planner's constant folding and checks the right to execute the
+ * operator's function).  For a 1-row INSERT that is about 3,300
+ * instructions of a statement of 60,000: the largest cost a stream table's
+ * write pays at INSERT that a table numbered by a sequence does not (see
+ * doc/performance.md).
+ *
+ * So, once the executor has opened the indexes of a statement's result
+ * relations, an index of a stream table (a table with a capture index)
+ * whose predicate has not been prepared yet gets the state this session
+ * prepared for the same predicate and the same user.  It is the state
+ * ExecPrepareQual makes (no plan node, no JIT: evaluating it needs
+ * nothing of the statement but the row), kept in a memory context of the
+ * session.  What the state was made from is checked at every use, not
+ * cached: the predicate the executor has just read from the index's
+ * relation cache entry must be equal() to the one the state was prepared
+ * from, so an index whose predicate or column type changed gets a new
+ * state; and the state is kept for one user, and dropped when any
+ * function changes (pg_proc's invalidations: a GRANT or REVOKE of EXECUTE
+ * on the operator's function, a function replaced), so that the right to
+ * execute is checked as PostgreSQL checks it.  Relations the executor opens
+ * later (the partitions an INSERT routes rows to, COPY's table) prepare
+ * their predicate as usual.
+ *
+ *-------------------------------------------------------------------------
+ */
+#include "postgres.h"
+
+#include "access/xact.h"
+#include "commands/trigger.h"
+#include "executor/executor.h"
+#include "miscadmin.h"
+#include "nodes/execnodes.h"
+#include "optimizer/optimizer.h"
+#include "utils/inval.h"
+#include "utils/memutils.h"
+#include "utils/rel.h"
+#include "utils/syscache.h"
+
+#include "stream_seq.h"
+#include "indexpred.h"
+#include "capture.h"
+#include "catalog.h"
+
+/* One prepared predicate: what it was made from, and for whom. */
+typedef struct PreparedPredicate
+{
+	Oid			index;			/* the index it was made for */
+	Oid			userid;			/* whose right to execute was checked */
+	List	   *predicate;		/* the implicit-AND list it was made from */
+	ExprState  *state;
+} PreparedPredicate;
+
+/* A handful: a stream has its unique index and one per group. */
+#define MAX_PREPARED_PREDICATES 32
+
+static PreparedPredicate prepared[MAX_PREPARED_PREDICATES];
+static int	nprepared = 0;
+static MemoryContext prepared_cxt = NULL;
+
+/*
+ * States no longer kept (a function changed, a predicate changed, the
+ * array was full, or an error left one half made) may still be in use by
+ * a statement running in this transaction (one whose trigger runs the
+ * statement that found them stale): their memory is freed only at the end
+ * of the transaction, which no statement outlives.
+ */
+static bool prepared_retired = false;
+
+/* pg_proc invalidations seen, to tell one that came while a state was made */
+static uint64 proc_invalidations = 0;
+
+static ExecutorStart_hook_type prev_executor_start = NULL;
+
+/*
+ * forget_prepared
+ *		pg_proc invalidation callback: keep no state, as the operator
+ *		functions may have changed or lost a grant.
+ */
+static void
+forget_prepared(Datum arg, int cacheid, uint32 hashvalue)
+{
+	if (nprepared > 0)
+		prepared_retired = true;
+	nprepared = 0;
+	proc_invalidations++;
+}
+
+/*
+ * free_retired
+ *		Transaction callback: free the states no longer kept, once no
+ *		statement of the transaction runs.
+ */
+static void
+free_retired(XactEvent event, void *arg)
+{
+	if (!prepared_retired)
+		return;
+	if (event != XACT_EVENT_COMMIT && event != XACT_EVENT_ABORT &&
+		event != XACT_EVENT_PREPARE && event != XACT_EVENT_PARALLEL_COMMIT &&
+		event != XACT_EVENT_PARALLEL_ABORT)
+		return;
+	nprepared = 0;
+	MemoryContextReset(prepared_cxt);
+	prepared_retired = false;
+}
+
+/*
+ * excludes_placeholder
+ *		Whether "predicate" is "column > 0" (catalog.c): the predicate of
+ *		the stream's unique index and of a group's slot index, whose
+ *		operator's function is built in.
+ */
+static bool
+excludes_placeholder(List *predicate)
+{
+	OpExpr	   *op;
+
+	if (list_length(predicate) != 1 || !IsA(linitial(predicate), OpExpr))
+		return false;
+	op = linitial(predicate);
+	return list_length(op->args) == 2 && IsA(linitial(op->args), Var) &&
+		stream_predicate_excludes_placeholder(predicate,
+											  ((Var *) linitial(op->args))->varattno);
+}
+
+/*
+ * same_comparison
+ *		Whether "now", an index's predicate, is "kept", a predicate of the
+ *		form "column > 0" (excludes_placeholder): equal() for that form,
+ *		in a tenth of its instructions (it is asked for every statement).
+ */
+static bool
+same_comparison(List *kept, List *now)
+{
+	OpExpr	   *a = linitial(kept);
+	OpExpr	   *b;
+	Var		   *va = linitial(a->args);
+	Var		   *vb;
+	Const	   *ca = lsecond(a->args);
+	Const	   *cb;
+
+	if (list_length(now) != 1 || !IsA(linitial(now), OpExpr))
+		return false;
+	b = linitial(now);
+	if (b->opno != a->opno || b->opresulttype != a->opresulttype ||
+		b->opretset != a->opretset || b->opcollid != a->opcollid ||
+		b->inputcollid != a->inputcollid || list_length(b->args) != 2 ||
+		!IsA(linitial(b->args), Var) || !IsA(lsecond(b->args), Const))
+		return false;
+	vb = linitial(b->args);
+	cb = lsecond(b->args);
+	return vb->varno == va->varno && vb->varattno == va->varattno &&
+		vb->vartype == va->vartype && vb->vartypmod == va->vartypmod &&
+		vb->varcollid == va->varcollid && vb->varlevelsup == va->varlevelsup &&
+		cb->consttype == ca->consttype && cb->consttypmod == ca->consttypmod &&
+		cb->constcollid == ca->constcollid && cb->constisnull == ca->constisnull &&
+		cb->constbyval && ca->constbyval && cb->constlen == ca->constlen &&
+		cb->constvalue == ca->constvalue;
+}
+
+/*
+ * prepared_predicate
+ *		The session's state for predicate "predicate" of index "index", run
+ *		as the current user: the one kept, when it was made from an equal
+ *		predicate for the same user, else a new one; NULL for a predicate
+ *		other than "column > 0".
+ */
+static ExprState *
+prepared_predicate(Oid index, List *predicate)
+{
+	Oid			userid = GetUserId();
+	PreparedPredicate *slot = NULL;
+	MemoryContext old;
+	List	   *copy;
+	ExprState  *state;
+	bool		was_retired;
+	uint64		seen;
+	int			i;
+
+	for (i = 0; i < nprepared; i++)
+	{
+		if (prepared[i].index == index && prepared[i].userid == userid)
+		{
+			if (prepared[i].state != NULL ?
+				same_comparison(prepared[i].predicate, predicate) :
+				equal(prepared[i].predicate, predicate))
+				return prepared[i].state;
+			slot = &prepared[i];
+			break;
+		}
+	}
+
+	if (prepared_cxt == NULL)
+	{
+		prepared_cxt = AllocSetContextCreate(TopMemoryContext,
+											 "stream_seq index predicates",
+											 ALLOCSET_SMALL_SIZES);
+		CacheRegisterSyscacheCallback(PROCOID, forget_prepared, (Datum) 0);
+		RegisterXactCallback(free_retired, NULL);
+	}
+
+	/*
+	 * What ExecPrepareQual does, in the session's context, for a predicate
+	 * that leaves out the placeholder; another (an index of the user's) is
+	 * kept with no state, and prepared by the executor as usual.  Marked
+	 * retired while it is made: an error (the right to execute refused)
+	 * leaves memory to free at the end of the transaction.
+	 */
+	seen = proc_invalidations;
+	was_retired = prepared_retired;
+	prepared_retired = true;
+	old = MemoryContextSwitchTo(prepared_cxt);
+	copy = copyObject(predicate);
+	state = NULL;
+	if (excludes_placeholder(copy))
+		state = ExecInitQual((List *) expression_planner((Expr *) copy), NULL);
+	MemoryContextSwitchTo(old);
+	prepared_retired = was_retired;
+
+	/*
+	 * A function changed while the state was made (its catalog lookups
+	 * take in invalidations): the statement uses it, as it would have used
+	 * its own, but it is not kept.
+	 */
+	if (seen != proc_invalidations)
+	{
+		prepared_retired = true;
+		return state;
+	}
+	if (slot != NULL)
+		prepared_retired = true;	/* the state it replaces */
+	else
+	{
+		if (nprepared == MAX_PREPARED_PREDICATES)
+			forget_prepared((Datum) 0, PROCOID, 0);
+		slot = &prepared[nprepared++];
+	}
+	slot->index = index;
+	slot->userid = userid;
+	slot->predicate = copy;
+	slot->state = state;
+	return state;
+}
+
+/*
+ * inserts_into_stream
+ *		Whether the table of "rri" looks like a stream table: a plain table
+ *		with indexes and a trigger named as enable() names them.  Only
+ *		decides whether its indexes are opened before the first row (which
+ *		is all that is saved or lost by a wrong answer): the indexes
+ *		themselves tell whether the table has a capture index.
+ */
+static bool
+inserts_into_stream(ResultRelInfo *rri)
+{
+	Relation	rel = rri->ri_RelationDesc;
+	TriggerDesc *trigdesc = rri->ri_TrigDesc;
+	int			i;
+
+	if (rel->rd_rel->relkind != RELKIND_RELATION ||
+		!rel->rd_rel->relhasindex || trigdesc == NULL)
+		return false;
+	for (i = 0; i < trigdesc->numtriggers; i++)
+	{
+		if (stream_is_own_trigger_name(trigdesc->triggers[i].tgname))
+			return true;
+	}
+	return false;
+}
+
+/*
+ * give_prepared_predicates
+ *		Give the partial indexes of "rri", when it is a stream table's (it
+ *		has a capture index), the session's prepared predicate.
+ */
+static void
+give_prepared_predicates(ResultRelInfo *rri)
+{
+	bool		stream = false;
+	int			i;
+
+	for (i = 0; i < rri->ri_NumIndices; i++)
+	{
+		if (stream_is_capture_index(rri->ri_IndexRelationDescs[i]))
+		{
+			stream = true;
+			break;
+		}
+	}
+	if (!stream)
+		return;
+	for (i = 0; i < rri->ri_NumIndices; i++)
+	{
+		IndexInfo  *info = rri->ri_IndexRelationInfo[i];
+
+		if (info->ii_Predicate != NIL && info->ii_PredicateState == NULL)
+			info->ii_PredicateState =
+				prepared_predicate(RelationGetRelid(rri->ri_IndexRelationDescs[i]),
+								   info->ii_Predicate);
+		/* NULL leaves it to the executor */
+	}
+}
+
+/*
+ * stream_executor_start
+ *		ExecutorStart_hook: once the executor has set up an INSERT into a
+ *		stream table, open the table's indexes as the INSERT would at its
+ *		first row (ExecInsert: with the arbiters' unique checks when it has
+ *		ON CONFLICT), and give the partial ones the session's prepared
+ *		predicate.  The INSERT finds them open.  Other statements, and the
+ *		partitions an INSERT into a partitioned stream routes rows to
+ *		(opened as rows come), are left as they are.
+ */
+static void
+stream_executor_start(QueryDesc *queryDesc, int eflags)
+{
+	ModifyTableState *mtstate;
+	ResultRelInfo *rri;
+	MemoryContext old;
+
+	if (prev_executor_start)
+		prev_executor_start(queryDesc, eflags);
+	else
+		standard_ExecutorStart(queryDesc, eflags);
+
+	if (queryDesc->operation != CMD_INSERT ||
+		(eflags & EXEC_FLAG_EXPLAIN_ONLY) ||
+		queryDesc->planstate == NULL ||
+		!IsA(queryDesc->planstate, ModifyTableState))
+		return;
+	mtstate = (ModifyTableState *) queryDesc->planstate;
+	if (mtstate->operation != CMD_INSERT || mtstate->mt_nrels != 1)
+		return;
+	rri = mtstate->resultRelInfo;
+	if (rri->ri_IndexRelationDescs != NULL || !inserts_into_stream(rri))
+		return;
+	/* in the statement's memory, where ExecInsert would open them */
+	old = MemoryContextSwitchTo(queryDesc->estate->es_query_cxt);
+	ExecOpenIndices(rri,
+					((ModifyTable *) mtstate->ps.plan)->onConflictAction != ONCONFLICT_NONE);
+	give_prepared_predicates(rri);
+	MemoryContextSwitchTo(old);
+}
+
+/*
+ * stream_indexpred_init
+ *		Install the executor hook (_PG_init).
+ */
+void
+stream_indexpred_init(void)
+{
+	prev_executor_start = ExecutorStart_hook;
+	ExecutorStart_hook = stream_executor_start;
+}
