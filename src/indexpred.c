@@ -15,22 +15,23 @@
  * write pays at INSERT that a table numbered by a sequence does not (see
  * doc/performance.md).
  *
- * So, once the executor has opened the indexes of a statement's result
- * relations, an index of a stream table (a table with a capture index)
- * whose predicate has not been prepared yet gets the state this session
- * prepared for the same predicate and the same user.  It is the state
- * ExecPrepareQual makes (no plan node, no JIT: evaluating it needs
- * nothing of the statement but the row), kept in a memory context of the
- * session.  What the state was made from is checked at every use, not
- * cached: the predicate the executor has just read from the index's
- * relation cache entry must be equal() to the one the state was prepared
- * from, so an index whose predicate or column type changed gets a new
- * state; and the state is kept for one user, and dropped when any
- * function changes (pg_proc's invalidations: a GRANT or REVOKE of EXECUTE
- * on the operator's function, a function replaced), so that the right to
- * execute is checked as PostgreSQL checks it.  Relations the executor opens
- * later (the partitions an INSERT routes rows to, COPY's table) prepare
- * their predicate as usual.
+ * So, once the executor has set up a plain INSERT into a stream table, an
+ * executor hook opens the table's indexes (the INSERT would open them at
+ * its first row: ExecInsert) and gives each index whose predicate is
+ * "column > 0" the state this session prepared for that predicate and
+ * that user.  It is the state ExecPrepareQual makes (no plan node, no JIT:
+ * evaluating it needs nothing of the statement but the row), kept in a
+ * memory context of the session.  What the state was made from is checked
+ * at every use, not cached: the predicate the executor has just read from
+ * the index's relation cache entry must be the one the state was made
+ * from (compared field by field), so an index whose predicate or column
+ * changed gets a new state; the state is kept for one user; and every
+ * state is dropped when any function changes (pg_proc's invalidations: a
+ * GRANT or REVOKE of EXECUTE on the operator's function, a function
+ * replaced), so that the right to execute is checked as PostgreSQL checks
+ * it.  Other indexes, other statements, COPY (which opens its indexes
+ * itself) and the partitions an INSERT routes rows to (opened as rows
+ * come) prepare their predicates as usual.
  *
  *-------------------------------------------------------------------------
  */
