@@ -27,10 +27,14 @@
  * from, so an index whose predicate or column type changed gets a new
  * state; and the state is kept for one user, and dropped when any
  * function changes (pg_proc's invalidations: a GRANT or REVOKE of EXECUTE
- * on the operator's function, a function replaced), so that the right to
- * execute is checked as PostgreSQL checks it.  Relations the executor opens
- * later (the partitions an INSERT routes rows to, COPY's table) prepare
- * their predicate as usual.
+ * on the operator's function, a function replaced) or anything the right
+ * to execute depends on besides the function's ACL changes (the catalogs
+ * whose invalidations acl.c follows for role membership: pg_auth_members,
+ * pg_authid for superuser status and INHERIT, pg_database for the owner
+ * pg_database_owner stands for), so that the right to execute is checked
+ * as PostgreSQL checks it.  Relations the executor opens later (the
+ * partitions an INSERT routes rows to, COPY's table) prepare their
+ * predicate as usual.
  *
  *-------------------------------------------------------------------------
  */
@@ -69,27 +73,38 @@ static int	nprepared = 0;
 static MemoryContext prepared_cxt = NULL;
 
 /*
- * States no longer kept (a function changed, a predicate changed, the
- * array was full, or an error left one half made) may still be in use by
- * a statement running in this transaction (one whose trigger runs the
+ * States no longer kept (a function or a role changed, a predicate
+ * changed, or an error left one half made) may still be in use by a
+ * statement running in this transaction (one whose trigger runs the
  * statement that found them stale): their memory is freed only at the end
- * of the transaction, which no statement outlives.
+ * of the transaction, which no statement outlives.  The array full, a new
+ * predicate is not kept (the executor prepares it, as for any other
+ * index) rather than all the kept ones retired, which would make every
+ * statement of a transaction cycling through more indexes than the array
+ * holds add a state to free at its end; all are dropped at the end of the
+ * transaction, so that the next one keeps the states it uses.
  */
 static bool prepared_retired = false;
 
-/* pg_proc invalidations seen, to tell one that came while a state was made */
+/* invalidations seen, to tell one that came while a state was made */
 static uint64 proc_invalidations = 0;
 
 static ExecutorStart_hook_type prev_executor_start = NULL;
 
 /*
  * forget_prepared
- *		pg_proc invalidation callback: keep no state, as the operator
- *		functions may have changed or lost a grant.
+ *		Invalidation callback of pg_proc, pg_auth_members, pg_authid and
+ *		pg_database: keep no state, as the operator functions may have
+ *		changed or a user may have lost the right to execute them.
  */
 static void
 forget_prepared(Datum arg, int cacheid, uint32 hashvalue)
 {
+	/* as acl.c: another database's owner is no member of anything here */
+	if (cacheid == DATABASEOID && hashvalue != 0 &&
+		hashvalue != GetSysCacheHashValue1(DATABASEOID,
+										   ObjectIdGetDatum(MyDatabaseId)))
+		return;
 	if (nprepared > 0)
 		prepared_retired = true;
 	nprepared = 0;
@@ -201,12 +216,25 @@ prepared_predicate(Oid index, List *predicate)
 		}
 	}
 
+	/*
+	 * The array full: the executor prepares this one, in the statement's
+	 * memory; all are dropped at the end of the transaction.
+	 */
+	if (slot == NULL && nprepared == MAX_PREPARED_PREDICATES)
+	{
+		prepared_retired = true;
+		return NULL;
+	}
+
 	if (prepared_cxt == NULL)
 	{
 		prepared_cxt = AllocSetContextCreate(TopMemoryContext,
 											 "stream_seq index predicates",
 											 ALLOCSET_SMALL_SIZES);
 		CacheRegisterSyscacheCallback(PROCOID, forget_prepared, (Datum) 0);
+		CacheRegisterSyscacheCallback(AUTHMEMROLEMEM, forget_prepared, (Datum) 0);
+		CacheRegisterSyscacheCallback(AUTHOID, forget_prepared, (Datum) 0);
+		CacheRegisterSyscacheCallback(DATABASEOID, forget_prepared, (Datum) 0);
 		RegisterXactCallback(free_retired, NULL);
 	}
 
@@ -241,11 +269,7 @@ prepared_predicate(Oid index, List *predicate)
 	if (slot != NULL)
 		prepared_retired = true;	/* the state it replaces */
 	else
-	{
-		if (nprepared == MAX_PREPARED_PREDICATES)
-			forget_prepared((Datum) 0, PROCOID, 0);
 		slot = &prepared[nprepared++];
-	}
 	slot->index = index;
 	slot->userid = userid;
 	slot->predicate = copy;
