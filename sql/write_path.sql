@@ -620,6 +620,8 @@ RESET ROLE;
 REVOKE write_path_executors FROM write_path_writer;
 SET ROLE write_path_writer;
 SAVEPOINT s;
+-- refused at the first row, as PostgreSQL does: an INSERT of no row is not
+INSERT INTO pred SELECT 25, 1, 1 WHERE false;
 INSERT INTO pred VALUES (25, 1, 1);
 ROLLBACK TO SAVEPOINT s;
 SET ROLE write_path_super;

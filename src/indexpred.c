@@ -46,7 +46,9 @@
 #include "miscadmin.h"
 #include "nodes/execnodes.h"
 #include "optimizer/optimizer.h"
+#include "utils/acl.h"
 #include "utils/inval.h"
+#include "utils/lsyscache.h"
 #include "utils/memutils.h"
 #include "utils/rel.h"
 #include "utils/syscache.h"
@@ -89,6 +91,9 @@ static bool prepared_retired = false;
 /* invalidations seen, to tell one that came while a state was made */
 static uint64 proc_invalidations = 0;
 
+/* the hash of this database's pg_database row, as acl.c keeps it */
+static uint32 database_hash = 0;
+
 static ExecutorStart_hook_type prev_executor_start = NULL;
 
 /*
@@ -101,9 +106,7 @@ static void
 forget_prepared(Datum arg, int cacheid, uint32 hashvalue)
 {
 	/* as acl.c: another database's owner is no member of anything here */
-	if (cacheid == DATABASEOID && hashvalue != 0 &&
-		hashvalue != GetSysCacheHashValue1(DATABASEOID,
-										   ObjectIdGetDatum(MyDatabaseId)))
+	if (cacheid == DATABASEOID && hashvalue != 0 && hashvalue != database_hash)
 		return;
 	if (nprepared > 0)
 		prepared_retired = true;
@@ -234,9 +237,23 @@ prepared_predicate(Oid index, List *predicate)
 		CacheRegisterSyscacheCallback(PROCOID, forget_prepared, (Datum) 0);
 		CacheRegisterSyscacheCallback(AUTHMEMROLEMEM, forget_prepared, (Datum) 0);
 		CacheRegisterSyscacheCallback(AUTHOID, forget_prepared, (Datum) 0);
+		database_hash = GetSysCacheHashValue1(DATABASEOID,
+											  ObjectIdGetDatum(MyDatabaseId));
 		CacheRegisterSyscacheCallback(DATABASEOID, forget_prepared, (Datum) 0);
 		RegisterXactCallback(free_retired, NULL);
 	}
+
+	/*
+	 * A user who may not execute the operator's function: not kept, so
+	 * that the executor prepares the predicate, and refuses, at the first
+	 * row as without this file (an INSERT of no row is not refused).
+	 * Invalidations taken in from here on (catalog lookups) are seen below.
+	 */
+	seen = proc_invalidations;
+	if (excludes_placeholder(predicate) &&
+		pg_proc_aclcheck(get_opcode(((OpExpr *) linitial(predicate))->opno),
+						 userid, ACL_EXECUTE) != ACLCHECK_OK)
+		return NULL;
 
 	/*
 	 * What ExecPrepareQual does, in the session's context, for a predicate
@@ -245,7 +262,6 @@ prepared_predicate(Oid index, List *predicate)
 	 * retired while it is made: an error (the right to execute refused)
 	 * leaves memory to free at the end of the transaction.
 	 */
-	seen = proc_invalidations;
 	was_retired = prepared_retired;
 	prepared_retired = true;
 	old = MemoryContextSwitchTo(prepared_cxt);
