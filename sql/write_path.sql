@@ -661,16 +661,16 @@ BEGIN
 END $$;
 BEGIN;
 INSERT INTO pred VALUES (30, 1, 30);
-SELECT total_bytes AS predicates_bytes FROM pg_backend_memory_contexts
-  WHERE name = 'stream_seq index predicates' \gset
+SELECT sum(total_bytes) AS predicates_bytes FROM pg_backend_memory_contexts
+  WHERE name LIKE 'stream_seq index predicates%' \gset
 DO $$
 BEGIN
   FOR i IN 31..90 LOOP
     INSERT INTO pred VALUES (i, i % 4, i);
   END LOOP;
 END $$;
-SELECT total_bytes = :predicates_bytes AS same_memory FROM pg_backend_memory_contexts
-  WHERE name = 'stream_seq index predicates';
+SELECT sum(total_bytes) = :predicates_bytes AS same_memory FROM pg_backend_memory_contexts
+  WHERE name LIKE 'stream_seq index predicates%';
 COMMIT;
 SELECT count(*) FROM pred WHERE id BETWEEN 30 AND 90 AND seq > 0;
 SELECT check_all('pred');
@@ -681,6 +681,33 @@ BEGIN
     EXECUTE format('DROP INDEX pred_many_%s', i);
   END LOOP;
 END $$;
+SELECT check_all('pred');
+-- a function replaced between the INSERTs of a transaction: the states
+-- no longer kept are freed once no statement uses them, not only at the
+-- end of the transaction
+BEGIN;
+DO $$
+BEGIN
+  FOR i IN 400..409 LOOP
+    EXECUTE format('CREATE OR REPLACE FUNCTION pred_scratch() RETURNS int LANGUAGE sql AS %L',
+                   'SELECT ' || i);
+    INSERT INTO pred VALUES (i, i % 4, i);
+  END LOOP;
+END $$;
+SELECT sum(total_bytes) AS predicates_bytes FROM pg_backend_memory_contexts
+  WHERE name LIKE 'stream_seq index predicates%' \gset
+DO $$
+BEGIN
+  FOR i IN 410..459 LOOP
+    EXECUTE format('CREATE OR REPLACE FUNCTION pred_scratch() RETURNS int LANGUAGE sql AS %L',
+                   'SELECT ' || i);
+    INSERT INTO pred VALUES (i, i % 4, i);
+  END LOOP;
+END $$;
+SELECT sum(total_bytes) = :predicates_bytes AS same_memory FROM pg_backend_memory_contexts
+  WHERE name LIKE 'stream_seq index predicates%';
+COMMIT;
+SELECT count(*) FROM pred WHERE id BETWEEN 400 AND 459 AND seq > 0;
 SELECT check_all('pred');
 SELECT stream_seq.drop_consumer('pred', 'by_customer');
 DROP TABLE pred;

@@ -72,21 +72,41 @@ typedef struct PreparedPredicate
 
 static PreparedPredicate prepared[MAX_PREPARED_PREDICATES];
 static int	nprepared = 0;
-static MemoryContext prepared_cxt = NULL;
 
 /*
- * States no longer kept (a function or a role changed, a predicate
- * changed, or an error left one half made) may still be in use by a
- * statement running in this transaction (one whose trigger runs the
- * statement that found them stale): their memory is freed only at the end
- * of the transaction, which no statement outlives.  The array full, a new
- * predicate is not kept (the executor prepares it, as for any other
- * index) rather than all the kept ones retired, which would make every
- * statement of a transaction cycling through more indexes than the array
- * holds add a state to free at its end; all are dropped at the end of the
- * transaction, so that the next one keeps the states it uses.
+ * Memory.  The states kept are in a context of their own ("kept"), under
+ * the session's "stream_seq index predicates".  States no longer kept (a
+ * function or a role changed, a predicate changed) may still be in use by
+ * a statement running (one whose trigger ran the statement that found
+ * them stale): their context is moved under "retired", which is emptied
+ * when no statement that was given a state runs any more ("holders", told
+ * by a callback of each such statement's memory, which PostgreSQL deletes
+ * at the statement's end, error or not), and at the end of the
+ * transaction, which no statement outlives.  A statement whose memory is
+ * deleted only after the end of its transaction (an error) belongs to an
+ * older "epoch" and is not counted down.
+ *
+ * The array full, a new predicate is not kept (the executor prepares it,
+ * as for any other index) rather than the kept ones retired, which would
+ * make every statement of a transaction that cycles through more indexes
+ * than the array holds prepare its states again; all are dropped at the
+ * end of such a transaction ("drop_at_end"), so that the next one keeps
+ * the states it uses.  An error while a state is made also leaves them to
+ * be dropped then (its memory half allocated in "kept").
  */
-static bool prepared_retired = false;
+static MemoryContext prepared_cxt = NULL;
+static MemoryContext kept_cxt = NULL;
+static MemoryContext retired_cxt = NULL;
+static bool retired_any = false;
+static bool drop_at_end = false;
+static int	holders = 0;
+static uint64 holders_epoch = 0;
+
+typedef struct PredicateHolder
+{
+	MemoryContextCallback callback;
+	uint64		epoch;
+} PredicateHolder;
 
 /* invalidations seen, to tell one that came while a state was made */
 static uint64 proc_invalidations = 0;
@@ -95,6 +115,22 @@ static uint64 proc_invalidations = 0;
 static uint32 database_hash = 0;
 
 static ExecutorStart_hook_type prev_executor_start = NULL;
+
+/*
+ * retire_kept
+ *		Keep no state; move their memory under "retired".
+ */
+static void
+retire_kept(void)
+{
+	nprepared = 0;
+	if (kept_cxt != NULL)
+	{
+		MemoryContextSetParent(kept_cxt, retired_cxt);
+		kept_cxt = NULL;
+		retired_any = true;
+	}
+}
 
 /*
  * forget_prepared
@@ -108,29 +144,54 @@ forget_prepared(Datum arg, int cacheid, uint32 hashvalue)
 	/* as acl.c: another database's owner is no member of anything here */
 	if (cacheid == DATABASEOID && hashvalue != 0 && hashvalue != database_hash)
 		return;
-	if (nprepared > 0)
-		prepared_retired = true;
-	nprepared = 0;
+	retire_kept();
 	proc_invalidations++;
 }
 
 /*
+ * release_holder
+ *		Memory context callback of a statement given states: when no such
+ *		statement runs any more, free the states no longer kept.
+ */
+static void
+release_holder(void *arg)
+{
+	PredicateHolder *holder = (PredicateHolder *) arg;
+
+	if (holder->epoch != holders_epoch)
+		return;
+	if (--holders == 0 && retired_any)
+	{
+		MemoryContextReset(retired_cxt);
+		retired_any = false;
+	}
+}
+
+/*
  * free_retired
- *		Transaction callback: free the states no longer kept, once no
- *		statement of the transaction runs.
+ *		Transaction callback: at its end, no statement of the transaction
+ *		runs; free the states no longer kept (and all of them after an
+ *		array found full or an error).
  */
 static void
 free_retired(XactEvent event, void *arg)
 {
-	if (!prepared_retired)
-		return;
 	if (event != XACT_EVENT_COMMIT && event != XACT_EVENT_ABORT &&
 		event != XACT_EVENT_PREPARE && event != XACT_EVENT_PARALLEL_COMMIT &&
 		event != XACT_EVENT_PARALLEL_ABORT)
 		return;
-	nprepared = 0;
-	MemoryContextReset(prepared_cxt);
-	prepared_retired = false;
+	holders = 0;
+	holders_epoch++;
+	if (drop_at_end)
+	{
+		retire_kept();
+		drop_at_end = false;
+	}
+	if (retired_any)
+	{
+		MemoryContextReset(retired_cxt);
+		retired_any = false;
+	}
 }
 
 /*
@@ -198,11 +259,11 @@ static ExprState *
 prepared_predicate(Oid index, List *predicate)
 {
 	Oid			userid = GetUserId();
-	PreparedPredicate *slot = NULL;
+	PreparedPredicate *slot;
 	MemoryContext old;
 	List	   *copy;
 	ExprState  *state;
-	bool		was_retired;
+	bool		was_drop_at_end;
 	uint64		seen;
 	int			i;
 
@@ -214,7 +275,8 @@ prepared_predicate(Oid index, List *predicate)
 				same_comparison(prepared[i].predicate, predicate) :
 				equal(prepared[i].predicate, predicate))
 				return prepared[i].state;
-			slot = &prepared[i];
+			/* the index's predicate changed (not seen in practice) */
+			retire_kept();
 			break;
 		}
 	}
@@ -223,24 +285,10 @@ prepared_predicate(Oid index, List *predicate)
 	 * The array full: the executor prepares this one, in the statement's
 	 * memory; all are dropped at the end of the transaction.
 	 */
-	if (slot == NULL && nprepared == MAX_PREPARED_PREDICATES)
+	if (nprepared == MAX_PREPARED_PREDICATES)
 	{
-		prepared_retired = true;
+		drop_at_end = true;
 		return NULL;
-	}
-
-	if (prepared_cxt == NULL)
-	{
-		prepared_cxt = AllocSetContextCreate(TopMemoryContext,
-											 "stream_seq index predicates",
-											 ALLOCSET_SMALL_SIZES);
-		CacheRegisterSyscacheCallback(PROCOID, forget_prepared, (Datum) 0);
-		CacheRegisterSyscacheCallback(AUTHMEMROLEMEM, forget_prepared, (Datum) 0);
-		CacheRegisterSyscacheCallback(AUTHOID, forget_prepared, (Datum) 0);
-		database_hash = GetSysCacheHashValue1(DATABASEOID,
-											  ObjectIdGetDatum(MyDatabaseId));
-		CacheRegisterSyscacheCallback(DATABASEOID, forget_prepared, (Datum) 0);
-		RegisterXactCallback(free_retired, NULL);
 	}
 
 	/*
@@ -256,36 +304,33 @@ prepared_predicate(Oid index, List *predicate)
 		return NULL;
 
 	/*
-	 * What ExecPrepareQual does, in the session's context, for a predicate
+	 * What ExecPrepareQual does, in the session's memory, for a predicate
 	 * that leaves out the placeholder; another (an index of the user's) is
-	 * kept with no state, and prepared by the executor as usual.  Marked
-	 * retired while it is made: an error (the right to execute refused)
+	 * kept with no state, and prepared by the executor as usual.  An error
 	 * leaves memory to free at the end of the transaction.
 	 */
-	was_retired = prepared_retired;
-	prepared_retired = true;
-	old = MemoryContextSwitchTo(prepared_cxt);
+	if (kept_cxt == NULL)
+		kept_cxt = AllocSetContextCreate(prepared_cxt,
+										 "stream_seq index predicates kept",
+										 ALLOCSET_SMALL_SIZES);
+	was_drop_at_end = drop_at_end;
+	drop_at_end = true;
+	old = MemoryContextSwitchTo(kept_cxt);
 	copy = copyObject(predicate);
 	state = NULL;
 	if (excludes_placeholder(copy))
 		state = ExecInitQual((List *) expression_planner((Expr *) copy), NULL);
 	MemoryContextSwitchTo(old);
-	prepared_retired = was_retired;
+	drop_at_end = was_drop_at_end;
 
 	/*
 	 * A function changed while the state was made (its catalog lookups
 	 * take in invalidations): the statement uses it, as it would have used
-	 * its own, but it is not kept.
+	 * its own, but it is not kept (its memory was retired with the rest).
 	 */
 	if (seen != proc_invalidations)
-	{
-		prepared_retired = true;
 		return state;
-	}
-	if (slot != NULL)
-		prepared_retired = true;	/* the state it replaces */
-	else
-		slot = &prepared[nprepared++];
+	slot = &prepared[nprepared++];
 	slot->index = index;
 	slot->userid = userid;
 	slot->predicate = copy;
@@ -325,9 +370,10 @@ inserts_into_stream(ResultRelInfo *rri)
  *		has a capture index), the session's prepared predicate.
  */
 static void
-give_prepared_predicates(ResultRelInfo *rri)
+give_prepared_predicates(EState *estate, ResultRelInfo *rri)
 {
 	bool		stream = false;
+	PredicateHolder *holder;
 	int			i;
 
 	for (i = 0; i < rri->ri_NumIndices; i++)
@@ -340,6 +386,36 @@ give_prepared_predicates(ResultRelInfo *rri)
 	}
 	if (!stream)
 		return;
+
+	if (prepared_cxt == NULL)
+	{
+		prepared_cxt = AllocSetContextCreate(TopMemoryContext,
+											 "stream_seq index predicates",
+											 ALLOCSET_SMALL_SIZES);
+		retired_cxt = AllocSetContextCreate(prepared_cxt,
+											"stream_seq index predicates retired",
+											ALLOCSET_SMALL_SIZES);
+		CacheRegisterSyscacheCallback(PROCOID, forget_prepared, (Datum) 0);
+		CacheRegisterSyscacheCallback(AUTHMEMROLEMEM, forget_prepared, (Datum) 0);
+		CacheRegisterSyscacheCallback(AUTHOID, forget_prepared, (Datum) 0);
+		database_hash = GetSysCacheHashValue1(DATABASEOID,
+											  ObjectIdGetDatum(MyDatabaseId));
+		CacheRegisterSyscacheCallback(DATABASEOID, forget_prepared, (Datum) 0);
+		RegisterXactCallback(free_retired, NULL);
+	}
+
+	/*
+	 * The statement holds the states it is given until its memory is
+	 * deleted: counted before any is given (making one may retire those
+	 * given before it).
+	 */
+	holder = palloc(sizeof(PredicateHolder));
+	holder->callback.func = release_holder;
+	holder->callback.arg = holder;
+	holder->epoch = holders_epoch;
+	MemoryContextRegisterResetCallback(estate->es_query_cxt, &holder->callback);
+	holders++;
+
 	for (i = 0; i < rri->ri_NumIndices; i++)
 	{
 		IndexInfo  *info = rri->ri_IndexRelationInfo[i];
@@ -389,7 +465,7 @@ stream_executor_start(QueryDesc *queryDesc, int eflags)
 	old = MemoryContextSwitchTo(queryDesc->estate->es_query_cxt);
 	ExecOpenIndices(rri,
 					((ModifyTable *) mtstate->ps.plan)->onConflictAction != ONCONFLICT_NONE);
-	give_prepared_predicates(rri);
+	give_prepared_predicates(queryDesc->estate, rri);
 	MemoryContextSwitchTo(old);
 }
 
