@@ -100,6 +100,7 @@ static MemoryContext retired_cxt = NULL;
 static bool retired_any = false;
 static bool drop_at_end = false;
 static int	holders = 0;
+static bool callbacks_registered = false;
 static uint64 holders_epoch = 0;
 
 typedef struct PredicateHolder
@@ -387,21 +388,29 @@ give_prepared_predicates(EState *estate, ResultRelInfo *rri)
 	if (!stream)
 		return;
 
+	/* once per session; the contexts are set last, so an error retries */
 	if (prepared_cxt == NULL)
 	{
-		prepared_cxt = AllocSetContextCreate(TopMemoryContext,
-											 "stream_seq index predicates",
-											 ALLOCSET_SMALL_SIZES);
-		retired_cxt = AllocSetContextCreate(prepared_cxt,
-											"stream_seq index predicates retired",
-											ALLOCSET_SMALL_SIZES);
-		CacheRegisterSyscacheCallback(PROCOID, forget_prepared, (Datum) 0);
-		CacheRegisterSyscacheCallback(AUTHMEMROLEMEM, forget_prepared, (Datum) 0);
-		CacheRegisterSyscacheCallback(AUTHOID, forget_prepared, (Datum) 0);
+		MemoryContext cxt;
+
 		database_hash = GetSysCacheHashValue1(DATABASEOID,
 											  ObjectIdGetDatum(MyDatabaseId));
-		CacheRegisterSyscacheCallback(DATABASEOID, forget_prepared, (Datum) 0);
-		RegisterXactCallback(free_retired, NULL);
+		cxt = AllocSetContextCreate(TopMemoryContext,
+									"stream_seq index predicates",
+									ALLOCSET_SMALL_SIZES);
+		retired_cxt = AllocSetContextCreate(cxt,
+											"stream_seq index predicates retired",
+											ALLOCSET_SMALL_SIZES);
+		if (!callbacks_registered)
+		{
+			CacheRegisterSyscacheCallback(PROCOID, forget_prepared, (Datum) 0);
+			CacheRegisterSyscacheCallback(AUTHMEMROLEMEM, forget_prepared, (Datum) 0);
+			CacheRegisterSyscacheCallback(AUTHOID, forget_prepared, (Datum) 0);
+			CacheRegisterSyscacheCallback(DATABASEOID, forget_prepared, (Datum) 0);
+			RegisterXactCallback(free_retired, NULL);
+			callbacks_registered = true;
+		}
+		prepared_cxt = cxt;
 	}
 
 	/*
