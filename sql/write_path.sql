@@ -604,6 +604,110 @@ SET ROLE write_path_writer;
 INSERT INTO pred VALUES (23, 1, 1);
 RESET ROLE;
 DROP ROLE write_path_granted;
+-- the right to execute also follows what PostgreSQL reads besides the
+-- function's ACL: a role the writer is no longer a member of, a superuser
+-- no longer one, a database owner no longer the owner (pg_database_owner)
+-- are refused as PostgreSQL refuses them, with a state kept before
+CREATE ROLE write_path_executors;
+CREATE ROLE write_path_super SUPERUSER;
+BEGIN;
+REVOKE EXECUTE ON FUNCTION int84gt(bigint, integer) FROM PUBLIC;
+GRANT EXECUTE ON FUNCTION int84gt(bigint, integer) TO write_path_executors;
+GRANT write_path_executors TO write_path_writer;
+SET ROLE write_path_writer;
+INSERT INTO pred VALUES (24, 1, 1);
+RESET ROLE;
+REVOKE write_path_executors FROM write_path_writer;
+SET ROLE write_path_writer;
+SAVEPOINT s;
+-- refused at the first row, as PostgreSQL does: an INSERT of no row is not
+INSERT INTO pred SELECT 25, 1, 1 WHERE false;
+INSERT INTO pred VALUES (25, 1, 1);
+ROLLBACK TO SAVEPOINT s;
+SET ROLE write_path_super;
+INSERT INTO pred VALUES (26, 1, 1);
+RESET ROLE;
+ALTER ROLE write_path_super NOSUPERUSER;
+GRANT INSERT ON pred TO write_path_super;
+SET ROLE write_path_super;
+SAVEPOINT s;
+INSERT INTO pred VALUES (27, 1, 1);
+ROLLBACK TO SAVEPOINT s;
+RESET ROLE;
+GRANT EXECUTE ON FUNCTION int84gt(bigint, integer) TO pg_database_owner;
+SELECT format('ALTER DATABASE %I OWNER TO %I', current_database(), datdba::regrole) AS owner_back
+  FROM pg_database WHERE datname = current_database() \gset
+DO $$ BEGIN EXECUTE format('ALTER DATABASE %I OWNER TO write_path_writer', current_database()); END $$;
+SET ROLE write_path_writer;
+INSERT INTO pred VALUES (28, 1, 1);
+RESET ROLE;
+:owner_back;
+SET ROLE write_path_writer;
+SAVEPOINT s;
+INSERT INTO pred VALUES (29, 1, 1);
+ROLLBACK TO SAVEPOINT s;
+RESET ROLE;
+SELECT id FROM pred WHERE id BETWEEN 24 AND 29 ORDER BY id;
+ROLLBACK;
+DROP ROLE write_path_executors, write_path_super;
+-- more partial indexes than the session keeps states for (32), used by
+-- every INSERT of a transaction: each index holds its rows, and the
+-- session's memory does not grow with the number of statements
+DO $$
+BEGIN
+  FOR i IN 1..34 LOOP
+    EXECUTE format('CREATE INDEX pred_many_%s ON pred (payload) WHERE seq > 0', i);
+  END LOOP;
+END $$;
+BEGIN;
+INSERT INTO pred VALUES (30, 1, 30);
+SELECT sum(total_bytes) AS predicates_bytes FROM pg_backend_memory_contexts
+  WHERE name LIKE 'stream_seq index predicates%' \gset
+DO $$
+BEGIN
+  FOR i IN 31..90 LOOP
+    INSERT INTO pred VALUES (i, i % 4, i);
+  END LOOP;
+END $$;
+SELECT sum(total_bytes) = :predicates_bytes AS same_memory FROM pg_backend_memory_contexts
+  WHERE name LIKE 'stream_seq index predicates%';
+COMMIT;
+SELECT count(*) FROM pred WHERE id BETWEEN 30 AND 90 AND seq > 0;
+SELECT check_all('pred');
+SELECT same_both_ways('SELECT id FROM pred WHERE seq > 0 AND payload BETWEEN 30 AND 90');
+DO $$
+BEGIN
+  FOR i IN 1..34 LOOP
+    EXECUTE format('DROP INDEX pred_many_%s', i);
+  END LOOP;
+END $$;
+SELECT check_all('pred');
+-- a function replaced between the INSERTs of a transaction: the states
+-- no longer kept are freed once no statement uses them, not only at the
+-- end of the transaction
+BEGIN;
+DO $$
+BEGIN
+  FOR i IN 400..409 LOOP
+    EXECUTE format('CREATE OR REPLACE FUNCTION pred_scratch() RETURNS int LANGUAGE sql AS %L',
+                   'SELECT ' || i);
+    INSERT INTO pred VALUES (i, i % 4, i);
+  END LOOP;
+END $$;
+SELECT sum(total_bytes) AS predicates_bytes FROM pg_backend_memory_contexts
+  WHERE name LIKE 'stream_seq index predicates%' \gset
+DO $$
+BEGIN
+  FOR i IN 410..459 LOOP
+    EXECUTE format('CREATE OR REPLACE FUNCTION pred_scratch() RETURNS int LANGUAGE sql AS %L',
+                   'SELECT ' || i);
+    INSERT INTO pred VALUES (i, i % 4, i);
+  END LOOP;
+END $$;
+SELECT sum(total_bytes) = :predicates_bytes AS same_memory FROM pg_backend_memory_contexts
+  WHERE name LIKE 'stream_seq index predicates%';
+COMMIT;
+SELECT count(*) FROM pred WHERE id BETWEEN 400 AND 459 AND seq > 0;
 SELECT check_all('pred');
 SELECT stream_seq.drop_consumer('pred', 'by_customer');
 DROP TABLE pred;

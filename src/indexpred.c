@@ -28,22 +28,31 @@
  * changed gets a new state; the state is kept for one user; and every
  * state is dropped when any function changes (pg_proc's invalidations: a
  * GRANT or REVOKE of EXECUTE on the operator's function, a function
- * replaced), so that the right to execute is checked as PostgreSQL checks
- * it.  Other indexes, other statements, COPY (which opens its indexes
- * itself) and the partitions an INSERT routes rows to (opened as rows
- * come) prepare their predicates as usual.
+ * replaced) or anything else the right to execute depends on (the
+ * catalogs whose invalidations acl.c follows for role membership:
+ * pg_auth_members, pg_authid for superuser status and INHERIT,
+ * pg_database for the owner pg_database_owner stands for), so that the
+ * right to execute is checked as PostgreSQL checks it; the hook of a
+ * function's execution (object_access_hook, which security label
+ * providers use) is run at every use, as ExecInitFunc runs it.  Other
+ * indexes, other statements, COPY (which opens its indexes itself) and
+ * the partitions an INSERT routes rows to (opened as rows come) prepare
+ * their predicates as usual.
  *
  *-------------------------------------------------------------------------
  */
 #include "postgres.h"
 
 #include "access/xact.h"
+#include "catalog/objectaccess.h"
 #include "commands/trigger.h"
 #include "executor/executor.h"
 #include "miscadmin.h"
 #include "nodes/execnodes.h"
 #include "optimizer/optimizer.h"
+#include "utils/acl.h"
 #include "utils/inval.h"
+#include "utils/lsyscache.h"
 #include "utils/memutils.h"
 #include "utils/rel.h"
 #include "utils/syscache.h"
@@ -59,6 +68,7 @@ typedef struct PreparedPredicate
 	Oid			index;			/* the index it was made for */
 	Oid			userid;			/* whose right to execute was checked */
 	List	   *predicate;		/* the implicit-AND list it was made from */
+	Oid			funcid;			/* its operator's function (with a state) */
 	ExprState  *state;
 } PreparedPredicate;
 
@@ -67,53 +77,127 @@ typedef struct PreparedPredicate
 
 static PreparedPredicate prepared[MAX_PREPARED_PREDICATES];
 static int	nprepared = 0;
-static MemoryContext prepared_cxt = NULL;
 
 /*
- * States no longer kept (a function changed, a predicate changed, the
- * array was full, or an error left one half made) may still be in use by
- * a statement running in this transaction (one whose trigger runs the
- * statement that found them stale): their memory is freed only at the end
- * of the transaction, which no statement outlives.
+ * Memory.  The states kept are in a context of their own ("kept"), under
+ * the session's "stream_seq index predicates".  States no longer kept (a
+ * function or a role changed, a predicate changed) may still be in use by
+ * a statement running (one whose trigger ran the statement that found
+ * them stale): their context is moved under "retired", which is emptied
+ * when no statement that was given a state runs any more ("holders", told
+ * by a callback of each such statement's memory, which PostgreSQL deletes
+ * at the statement's end, error or not), and at the end of the
+ * transaction, which no statement outlives.  A statement whose memory is
+ * deleted only after the end of its transaction (an error) belongs to an
+ * older "epoch" and is not counted down.
+ *
+ * The array full, a new predicate is not kept (the executor prepares it,
+ * as for any other index) rather than the kept ones retired, which would
+ * make every statement of a transaction that cycles through more indexes
+ * than the array holds prepare its states again; all are dropped at the
+ * end of such a transaction ("drop_at_end"), so that the next one keeps
+ * the states it uses.  An error while a state is made also leaves them to
+ * be dropped then (its memory half allocated in "kept").
  */
-static bool prepared_retired = false;
+static MemoryContext prepared_cxt = NULL;
+static MemoryContext kept_cxt = NULL;
+static MemoryContext retired_cxt = NULL;
+static bool retired_any = false;
+static bool drop_at_end = false;
+static int	holders = 0;
+static bool callbacks_registered = false;
+static uint64 holders_epoch = 0;
 
-/* pg_proc invalidations seen, to tell one that came while a state was made */
+typedef struct PredicateHolder
+{
+	MemoryContextCallback callback;
+	uint64		epoch;
+} PredicateHolder;
+
+/* invalidations seen, to tell one that came while a state was made */
 static uint64 proc_invalidations = 0;
+
+/* the hash of this database's pg_database row, as acl.c keeps it */
+static uint32 database_hash = 0;
 
 static ExecutorStart_hook_type prev_executor_start = NULL;
 
 /*
+ * retire_kept
+ *		Keep no state; move their memory under "retired".
+ */
+static void
+retire_kept(void)
+{
+	nprepared = 0;
+	if (kept_cxt != NULL)
+	{
+		MemoryContextSetParent(kept_cxt, retired_cxt);
+		kept_cxt = NULL;
+		retired_any = true;
+	}
+}
+
+/*
  * forget_prepared
- *		pg_proc invalidation callback: keep no state, as the operator
- *		functions may have changed or lost a grant.
+ *		Invalidation callback of pg_proc, pg_auth_members, pg_authid and
+ *		pg_database: keep no state, as the operator functions may have
+ *		changed or a user may have lost the right to execute them.
  */
 static void
 forget_prepared(Datum arg, int cacheid, uint32 hashvalue)
 {
-	if (nprepared > 0)
-		prepared_retired = true;
-	nprepared = 0;
+	/* as acl.c: another database's owner is no member of anything here */
+	if (cacheid == DATABASEOID && hashvalue != 0 && hashvalue != database_hash)
+		return;
+	retire_kept();
 	proc_invalidations++;
 }
 
 /*
+ * release_holder
+ *		Memory context callback of a statement given states: when no such
+ *		statement runs any more, free the states no longer kept.
+ */
+static void
+release_holder(void *arg)
+{
+	PredicateHolder *holder = (PredicateHolder *) arg;
+
+	if (holder->epoch != holders_epoch)
+		return;
+	if (--holders == 0 && retired_any)
+	{
+		MemoryContextReset(retired_cxt);
+		retired_any = false;
+	}
+}
+
+/*
  * free_retired
- *		Transaction callback: free the states no longer kept, once no
- *		statement of the transaction runs.
+ *		Transaction callback: at its end, no statement of the transaction
+ *		runs; free the states no longer kept (and all of them after an
+ *		array found full or an error).
  */
 static void
 free_retired(XactEvent event, void *arg)
 {
-	if (!prepared_retired)
-		return;
 	if (event != XACT_EVENT_COMMIT && event != XACT_EVENT_ABORT &&
 		event != XACT_EVENT_PREPARE && event != XACT_EVENT_PARALLEL_COMMIT &&
 		event != XACT_EVENT_PARALLEL_ABORT)
 		return;
-	nprepared = 0;
-	MemoryContextReset(prepared_cxt);
-	prepared_retired = false;
+	holders = 0;
+	holders_epoch++;
+	if (drop_at_end)
+	{
+		retire_kept();
+		drop_at_end = false;
+	}
+	if (retired_any)
+	{
+		MemoryContextReset(retired_cxt);
+		retired_any = false;
+	}
 }
 
 /*
@@ -181,11 +265,11 @@ static ExprState *
 prepared_predicate(Oid index, List *predicate)
 {
 	Oid			userid = GetUserId();
-	PreparedPredicate *slot = NULL;
+	PreparedPredicate *slot;
 	MemoryContext old;
 	List	   *copy;
 	ExprState  *state;
-	bool		was_retired;
+	bool		was_drop_at_end;
 	uint64		seen;
 	int			i;
 
@@ -193,63 +277,78 @@ prepared_predicate(Oid index, List *predicate)
 	{
 		if (prepared[i].index == index && prepared[i].userid == userid)
 		{
-			if (prepared[i].state != NULL ?
-				same_comparison(prepared[i].predicate, predicate) :
-				equal(prepared[i].predicate, predicate))
+			if (prepared[i].state == NULL)
+			{
+				if (equal(prepared[i].predicate, predicate))
+					return NULL;
+			}
+			else if (same_comparison(prepared[i].predicate, predicate))
+			{
+				/* what ExecInitFunc runs for every statement */
+				InvokeFunctionExecuteHook(prepared[i].funcid);
 				return prepared[i].state;
-			slot = &prepared[i];
+			}
+			/* the index's predicate changed (not seen in practice) */
+			retire_kept();
 			break;
 		}
 	}
 
-	if (prepared_cxt == NULL)
+	/*
+	 * The array full: the executor prepares this one, in the statement's
+	 * memory; all are dropped at the end of the transaction.
+	 */
+	if (nprepared == MAX_PREPARED_PREDICATES)
 	{
-		prepared_cxt = AllocSetContextCreate(TopMemoryContext,
-											 "stream_seq index predicates",
-											 ALLOCSET_SMALL_SIZES);
-		CacheRegisterSyscacheCallback(PROCOID, forget_prepared, (Datum) 0);
-		RegisterXactCallback(free_retired, NULL);
+		drop_at_end = true;
+		return NULL;
 	}
 
 	/*
-	 * What ExecPrepareQual does, in the session's context, for a predicate
-	 * that leaves out the placeholder; another (an index of the user's) is
-	 * kept with no state, and prepared by the executor as usual.  Marked
-	 * retired while it is made: an error (the right to execute refused)
-	 * leaves memory to free at the end of the transaction.
+	 * A user who may not execute the operator's function: not kept, so
+	 * that the executor prepares the predicate, and refuses, at the first
+	 * row as without this file (an INSERT of no row is not refused).
+	 * Invalidations taken in from here on (catalog lookups) are seen below.
 	 */
 	seen = proc_invalidations;
-	was_retired = prepared_retired;
-	prepared_retired = true;
-	old = MemoryContextSwitchTo(prepared_cxt);
+	if (excludes_placeholder(predicate) &&
+		pg_proc_aclcheck(get_opcode(((OpExpr *) linitial(predicate))->opno),
+						 userid, ACL_EXECUTE) != ACLCHECK_OK)
+		return NULL;
+
+	/*
+	 * What ExecPrepareQual does, in the session's memory, for a predicate
+	 * that leaves out the placeholder; another (an index of the user's) is
+	 * kept with no state, and prepared by the executor as usual.  An error
+	 * leaves memory to free at the end of the transaction.
+	 */
+	if (kept_cxt == NULL)
+		kept_cxt = AllocSetContextCreate(prepared_cxt,
+										 "stream_seq index predicates kept",
+										 ALLOCSET_SMALL_SIZES);
+	was_drop_at_end = drop_at_end;
+	drop_at_end = true;
+	old = MemoryContextSwitchTo(kept_cxt);
 	copy = copyObject(predicate);
 	state = NULL;
 	if (excludes_placeholder(copy))
 		state = ExecInitQual((List *) expression_planner((Expr *) copy), NULL);
 	MemoryContextSwitchTo(old);
-	prepared_retired = was_retired;
+	drop_at_end = was_drop_at_end;
 
 	/*
 	 * A function changed while the state was made (its catalog lookups
 	 * take in invalidations): the statement uses it, as it would have used
-	 * its own, but it is not kept.
+	 * its own, but it is not kept (its memory was retired with the rest).
 	 */
 	if (seen != proc_invalidations)
-	{
-		prepared_retired = true;
 		return state;
-	}
-	if (slot != NULL)
-		prepared_retired = true;	/* the state it replaces */
-	else
-	{
-		if (nprepared == MAX_PREPARED_PREDICATES)
-			forget_prepared((Datum) 0, PROCOID, 0);
-		slot = &prepared[nprepared++];
-	}
+	slot = &prepared[nprepared++];
 	slot->index = index;
 	slot->userid = userid;
 	slot->predicate = copy;
+	slot->funcid = state != NULL ?
+		get_opcode(((OpExpr *) linitial(copy))->opno) : InvalidOid;
 	slot->state = state;
 	return state;
 }
@@ -286,9 +385,10 @@ inserts_into_stream(ResultRelInfo *rri)
  *		has a capture index), the session's prepared predicate.
  */
 static void
-give_prepared_predicates(ResultRelInfo *rri)
+give_prepared_predicates(EState *estate, ResultRelInfo *rri)
 {
 	bool		stream = false;
+	PredicateHolder *holder;
 	int			i;
 
 	for (i = 0; i < rri->ri_NumIndices; i++)
@@ -301,6 +401,44 @@ give_prepared_predicates(ResultRelInfo *rri)
 	}
 	if (!stream)
 		return;
+
+	/* once per session; the contexts are set last, so an error retries */
+	if (prepared_cxt == NULL)
+	{
+		MemoryContext cxt;
+
+		database_hash = GetSysCacheHashValue1(DATABASEOID,
+											  ObjectIdGetDatum(MyDatabaseId));
+		cxt = AllocSetContextCreate(TopMemoryContext,
+									"stream_seq index predicates",
+									ALLOCSET_SMALL_SIZES);
+		retired_cxt = AllocSetContextCreate(cxt,
+											"stream_seq index predicates retired",
+											ALLOCSET_SMALL_SIZES);
+		if (!callbacks_registered)
+		{
+			CacheRegisterSyscacheCallback(PROCOID, forget_prepared, (Datum) 0);
+			CacheRegisterSyscacheCallback(AUTHMEMROLEMEM, forget_prepared, (Datum) 0);
+			CacheRegisterSyscacheCallback(AUTHOID, forget_prepared, (Datum) 0);
+			CacheRegisterSyscacheCallback(DATABASEOID, forget_prepared, (Datum) 0);
+			RegisterXactCallback(free_retired, NULL);
+			callbacks_registered = true;
+		}
+		prepared_cxt = cxt;
+	}
+
+	/*
+	 * The statement holds the states it is given until its memory is
+	 * deleted: counted before any is given (making one may retire those
+	 * given before it).
+	 */
+	holder = palloc(sizeof(PredicateHolder));
+	holder->callback.func = release_holder;
+	holder->callback.arg = holder;
+	holder->epoch = holders_epoch;
+	MemoryContextRegisterResetCallback(estate->es_query_cxt, &holder->callback);
+	holders++;
+
 	for (i = 0; i < rri->ri_NumIndices; i++)
 	{
 		IndexInfo  *info = rri->ri_IndexRelationInfo[i];
@@ -350,7 +488,7 @@ stream_executor_start(QueryDesc *queryDesc, int eflags)
 	old = MemoryContextSwitchTo(queryDesc->estate->es_query_cxt);
 	ExecOpenIndices(rri,
 					((ModifyTable *) mtstate->ps.plan)->onConflictAction != ONCONFLICT_NONE);
-	give_prepared_predicates(rri);
+	give_prepared_predicates(queryDesc->estate, rri);
 	MemoryContextSwitchTo(old);
 }
 

@@ -39,6 +39,9 @@
 	object_ownercheck(RelationRelationId, (relid), (roleid))
 #define pg_namespace_aclcheck(nspid, roleid, mode) \
 	object_aclcheck(NamespaceRelationId, (nspid), (roleid), (mode))
+#include "catalog/pg_proc.h"
+#define pg_proc_aclcheck(procid, roleid, mode) \
+	object_aclcheck(ProcedureRelationId, (procid), (roleid), (mode))
 #define check_is_member_of_role(member, role) \
 	check_can_set_role((member), (role))
 #endif
