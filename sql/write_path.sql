@@ -709,9 +709,22 @@ SELECT sum(total_bytes) = :predicates_bytes AS same_memory FROM pg_backend_memor
 COMMIT;
 SELECT count(*) FROM pred WHERE id BETWEEN 400 AND 459 AND seq > 0;
 SELECT check_all('pred');
+-- a table with a BEFORE INSERT statement trigger keeps the usual path,
+-- its indexes opened at the first row: a REINDEX there still works
+CREATE FUNCTION pred_reindex() RETURNS trigger LANGUAGE plpgsql AS $$
+BEGIN
+  REINDEX INDEX pred_pkey;
+  RETURN NULL;
+END $$;
+CREATE TRIGGER pred_reindex BEFORE INSERT ON pred
+  FOR EACH STATEMENT EXECUTE FUNCTION pred_reindex();
+INSERT INTO pred VALUES (500, 1, 1);
+DROP TRIGGER pred_reindex ON pred;
+SELECT count(*) FROM pred WHERE id = 500 AND seq > 0;
+SELECT check_all('pred');
 SELECT stream_seq.drop_consumer('pred', 'by_customer');
 DROP TABLE pred;
-DROP FUNCTION pred_echo(), pred_replace(int), pred_scratch();
+DROP FUNCTION pred_echo(), pred_replace(int), pred_scratch(), pred_reindex();
 
 DROP TABLE h, full_idx, h2, frozen, whole, outbox, orders, h3, own;
 DROP PROCEDURE two_commits();

@@ -359,7 +359,10 @@ prepared_predicate(Oid index, List *predicate)
  *		with indexes and a trigger named as enable() names them.  Only
  *		decides whether its indexes are opened before the first row (which
  *		is all that is saved or lost by a wrong answer): the indexes
- *		themselves tell whether the table has a capture index.
+ *		themselves tell whether the table has a capture index.  Not a
+ *		table with a BEFORE INSERT statement trigger, which runs before
+ *		the first row: with the indexes open, a REINDEX or ALTER INDEX it
+ *		runs on one of them would be refused (they are in use).
  */
 static bool
 inserts_into_stream(ResultRelInfo *rri)
@@ -369,7 +372,8 @@ inserts_into_stream(ResultRelInfo *rri)
 	int			i;
 
 	if (rel->rd_rel->relkind != RELKIND_RELATION ||
-		!rel->rd_rel->relhasindex || trigdesc == NULL)
+		!rel->rd_rel->relhasindex || trigdesc == NULL ||
+		trigdesc->trig_insert_before_statement)
 		return false;
 	for (i = 0; i < trigdesc->numtriggers; i++)
 	{
