@@ -650,6 +650,23 @@ RESET ROLE;
 SELECT id FROM pred WHERE id BETWEEN 24 AND 29 ORDER BY id;
 ROLLBACK;
 DROP ROLE write_path_executors, write_path_super;
+-- the memory of the session's prepared predicates; rows lo..hi inserted
+-- one statement at a time, a function replaced before each with "replace"
+CREATE FUNCTION predicate_memory() RETURNS bigint LANGUAGE sql AS $$
+  SELECT sum(total_bytes) FROM pg_backend_memory_contexts
+  WHERE name LIKE 'stream_seq index predicates%'
+$$;
+CREATE FUNCTION insert_pred(lo int, hi int, replace boolean) RETURNS void
+LANGUAGE plpgsql AS $$
+BEGIN
+  FOR i IN lo..hi LOOP
+    IF replace THEN
+      EXECUTE format('CREATE OR REPLACE FUNCTION pred_scratch() RETURNS int LANGUAGE sql AS %L',
+                     'SELECT ' || i);
+    END IF;
+    INSERT INTO pred VALUES (i, i % 4, i);
+  END LOOP;
+END $$;
 -- more partial indexes than the session keeps states for (32), used by
 -- every INSERT of a transaction: each index holds its rows, and the
 -- session's memory does not grow with the number of statements
@@ -660,17 +677,10 @@ BEGIN
   END LOOP;
 END $$;
 BEGIN;
-INSERT INTO pred VALUES (30, 1, 30);
-SELECT sum(total_bytes) AS predicates_bytes FROM pg_backend_memory_contexts
-  WHERE name LIKE 'stream_seq index predicates%' \gset
-DO $$
-BEGIN
-  FOR i IN 31..90 LOOP
-    INSERT INTO pred VALUES (i, i % 4, i);
-  END LOOP;
-END $$;
-SELECT sum(total_bytes) = :predicates_bytes AS same_memory FROM pg_backend_memory_contexts
-  WHERE name LIKE 'stream_seq index predicates%';
+SELECT insert_pred(30, 30, false);
+SELECT predicate_memory() AS predicates_bytes \gset
+SELECT insert_pred(31, 90, false);
+SELECT predicate_memory() = :predicates_bytes AS same_memory;
 COMMIT;
 SELECT count(*) FROM pred WHERE id BETWEEN 30 AND 90 AND seq > 0;
 SELECT check_all('pred');
@@ -686,26 +696,10 @@ SELECT check_all('pred');
 -- no longer kept are freed once no statement uses them, not only at the
 -- end of the transaction
 BEGIN;
-DO $$
-BEGIN
-  FOR i IN 400..409 LOOP
-    EXECUTE format('CREATE OR REPLACE FUNCTION pred_scratch() RETURNS int LANGUAGE sql AS %L',
-                   'SELECT ' || i);
-    INSERT INTO pred VALUES (i, i % 4, i);
-  END LOOP;
-END $$;
-SELECT sum(total_bytes) AS predicates_bytes FROM pg_backend_memory_contexts
-  WHERE name LIKE 'stream_seq index predicates%' \gset
-DO $$
-BEGIN
-  FOR i IN 410..459 LOOP
-    EXECUTE format('CREATE OR REPLACE FUNCTION pred_scratch() RETURNS int LANGUAGE sql AS %L',
-                   'SELECT ' || i);
-    INSERT INTO pred VALUES (i, i % 4, i);
-  END LOOP;
-END $$;
-SELECT sum(total_bytes) = :predicates_bytes AS same_memory FROM pg_backend_memory_contexts
-  WHERE name LIKE 'stream_seq index predicates%';
+SELECT insert_pred(400, 409, true);
+SELECT predicate_memory() AS predicates_bytes \gset
+SELECT insert_pred(410, 459, true);
+SELECT predicate_memory() = :predicates_bytes AS same_memory;
 COMMIT;
 SELECT count(*) FROM pred WHERE id BETWEEN 400 AND 459 AND seq > 0;
 SELECT check_all('pred');
@@ -724,7 +718,8 @@ SELECT count(*) FROM pred WHERE id = 500 AND seq > 0;
 SELECT check_all('pred');
 SELECT stream_seq.drop_consumer('pred', 'by_customer');
 DROP TABLE pred;
-DROP FUNCTION pred_echo(), pred_replace(int), pred_scratch(), pred_reindex();
+DROP FUNCTION pred_echo(), pred_replace(int), pred_scratch(), pred_reindex(),
+  predicate_memory(), insert_pred(int, int, boolean);
 
 DROP TABLE h, full_idx, h2, frozen, whole, outbox, orders, h3, own;
 DROP PROCEDURE two_commits();
