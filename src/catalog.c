@@ -451,6 +451,14 @@ integer_constant(Node *node, int64 *value)
 }
 
 /*
+ * The built-in ">" of bigint against bigint, integer and smallint (their
+ * OIDs are fixed in pg_operator.dat, and pinned): "seq > 0" is one of them.
+ */
+#define INT8_GT_INT8_OPERATOR	413
+#define INT8_GT_INT4_OPERATOR	419
+#define INT8_GT_INT2_OPERATOR	1871
+
+/*
  * stream_predicate_excludes_placeholder
  *		Whether an index predicate is "column > 0": true for every number,
  *		false for the placeholder (and NULL).  The predicate of the index
@@ -465,11 +473,16 @@ stream_predicate_excludes_placeholder(List *pred, AttrNumber attnum)
 	if (list_length(pred) != 1 || !IsA(linitial(pred), OpExpr))
 		return false;
 	op = linitial(pred);
-	return list_length(op->args) == 2 &&
-		IsA(linitial(op->args), Var) &&
-		((Var *) linitial(op->args))->varattno == attnum &&
-		integer_constant(lsecond(op->args), &value) && value == 0 &&
-		op_in_opfamily(op->opno, INTEGER_BTREE_FAM_OID) &&
+	if (list_length(op->args) != 2 ||
+		!IsA(linitial(op->args), Var) ||
+		((Var *) linitial(op->args))->varattno != attnum ||
+		!integer_constant(lsecond(op->args), &value) || value != 0)
+		return false;
+	/* the built-in ones, told without the catalog (asked for each INSERT) */
+	if (op->opno == INT8_GT_INT8_OPERATOR || op->opno == INT8_GT_INT4_OPERATOR ||
+		op->opno == INT8_GT_INT2_OPERATOR)
+		return true;
+	return op_in_opfamily(op->opno, INTEGER_BTREE_FAM_OID) &&
 		get_op_opfamily_strategy(op->opno, INTEGER_BTREE_FAM_OID) == BTGreaterStrategyNumber;
 }
 
