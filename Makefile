@@ -4,7 +4,7 @@ EXTENSION    = stream_seq
 MODULE_big   = stream_seq
 OBJS         = src/startup.o src/settings.o src/shmem.o src/catalog.o src/counter.o \
                src/horizon.o src/xactstate.o src/capture.o src/commit.o src/guard.o \
-               src/planner.o src/indexpred.o \
+               src/planner.o src/insertindexes.o \
                src/lifecycle.o src/ddl.o \
                src/retention.o src/consumer.o src/group.o src/resize.o src/wait.o \
                src/status.o src/compat.o src/replica.o \

@@ -294,6 +294,26 @@ in_a_stream(Relation rel)
 }
 
 /*
+ * stream_capture_target_of
+ *		What partition.c says of "rel", which has a capture index, if it is
+ *		a stream table or a partition of one (in_a_stream), else NULL.  The
+ *		entry is kept for the table's rows, and tells while it is valid.
+ */
+StreamTarget *
+stream_capture_target_of(Relation rel)
+{
+	Oid			relid = RelationGetRelid(rel);
+
+	if (relid == cached_target_relid && cached_target->valid)
+		return cached_target;
+	if (!in_a_stream(rel))
+		return NULL;
+	cached_target = stream_lookup_target(rel);
+	cached_target_relid = relid;
+	return cached_target;
+}
+
+/*
  * captured_rel_for
  *		The index of "rel" in the transaction's tables, added (and its
  *		publications checked) on its first row; -1 if it is not in a
@@ -322,14 +342,9 @@ captured_rel_for(Relation rel)
 		{
 			StreamTarget *target;
 
-			if (relid != cached_target_relid || !cached_target->valid)
-			{
-				if (!in_a_stream(rel))
-					return -1;
-				cached_target = stream_lookup_target(rel);
-				cached_target_relid = relid;
-			}
-			target = cached_target;
+			target = stream_capture_target_of(rel);
+			if (target == NULL)
+				return -1;
 
 			check_publications(rel, target);
 			if (ncaptured_rels == captured_rels_size)
@@ -724,6 +739,43 @@ replica_time(IndexInfo *indexInfo, StreamTarget *target, Datum *values,
 }
 
 /*
+ * The mark of a statement that left out the stream column's "seq > 0"
+ * indexes (insertindexes.c), in the capture index's information: every
+ * row with a number is refused, as no index the row would enter gets it.
+ */
+static const char numbered_rows_refused = 0;
+
+/*
+ * stream_capture_refuse_numbered
+ *		Mark the capture index's information of a statement that left out
+ *		the indexes a row with a number would enter: every such row is
+ *		refused (capture_insert), whatever the session's state lets through
+ *		otherwise.
+ */
+void
+stream_capture_refuse_numbered(IndexInfo *capture_info)
+{
+	capture_info->ii_AmCache = (void *) &numbered_rows_refused;
+}
+
+/*
+ * refuse_in_replica_mode
+ *		The error for a row with a number that comes in replica mode to a
+ *		statement that began in origin mode and left out the indexes such
+ *		a row enters.
+ */
+static void
+refuse_in_replica_mode(Relation rel)
+{
+	ereport(ERROR,
+			(errcode(ERRCODE_OBJECT_NOT_IN_PREREQUISITE_STATE),
+			 errmsg("cannot insert a row with a number into stream table \"%s\" in this statement",
+					RelationGetRelationName(rel)),
+			 errdetail("session_replication_role was set to replica after the INSERT began; the INSERT was set up for rows without a number."),
+			 errhint("Set session_replication_role before the statement that inserts the rows.")));
+}
+
+/*
  * capture_insert
  *		The index's insert function: capture the row, unless it has a value
  *		of its own.  "values" are the index's columns: the stream column
@@ -749,6 +801,7 @@ capture_insert(Relation index, Datum *values, bool *isnull,
 	int			rel_index;
 	AttrNumber	written;
 	int64		number = 0;
+	bool		refuse;
 
 	if (indexInfo->ii_Concurrent || indexUnchanged)
 		return false;
@@ -760,14 +813,24 @@ capture_insert(Relation index, Datum *values, bool *isnull,
 	 * row moves the counter below.
 	 */
 	written = written_column(indexInfo, heapRel, values, isnull, &number);
-	if (written != InvalidAttrNumber &&
+	refuse = indexInfo->ii_AmCache == &numbered_rows_refused;
+	if (written != InvalidAttrNumber && refuse &&
+		SessionReplicationRole == SESSION_REPLICATION_ROLE_REPLICA)
+		refuse_in_replica_mode(heapRel);
+	if (written != InvalidAttrNumber && !refuse &&
 		SessionReplicationRole != SESSION_REPLICATION_ROLE_REPLICA &&
 		(stored_by_update(heapRel, heap_tid) || guard_switched_off(heapRel)))
 		return false;
 
 	rel_index = captured_rel_for(heapRel);
 	if (rel_index < 0)
+	{
+		/* the statement found the table in a stream, under its lock */
+		if (refuse && written != InvalidAttrNumber)
+			elog(ERROR, "table \"%s\" left its stream during an INSERT",
+				 RelationGetRelationName(heapRel));
 		return false;			/* not in a stream: nothing to number */
+	}
 	target = stream_capture_target(&captured_rels[rel_index]);
 	written = target_written_column(indexInfo, target, values, isnull,
 									&number);

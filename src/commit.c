@@ -467,7 +467,8 @@ table_indexes_of(Relation rel, AttrNumber seq, AttrNumber at)
  *		The write's state for one table: the indexes that cover the stream
  *		or time column (see table_indexes_of), and whether rows may be
  *		numbered in place (see the top of the file).  The table is locked
- *		since its rows were stored, and so are its indexes.
+ *		since its rows were stored; its indexes are locked here (an INSERT
+ *		leaves out those whose predicate is "seq > 0", insertindexes.c).
  */
 static void
 open_table_write(TableWrite *tw, Relation rel, StreamTarget *target,

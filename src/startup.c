@@ -29,7 +29,7 @@
 #include "retention_policy.h"
 #include "commit.h"
 #include "planner.h"
-#include "indexpred.h"
+#include "insertindexes.h"
 #include "ddl.h"
 #include "roles.h"
 
@@ -83,7 +83,7 @@ _PG_init(void)
 	stream_define_settings();
 	stream_commit_init();
 	stream_planner_init();
-	stream_indexpred_init();
+	stream_insertindexes_init();
 	stream_ddl_init();
 	stream_horizon_init();
 	stream_partition_init();

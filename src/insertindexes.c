@@ -1,0 +1,294 @@
+/*-------------------------------------------------------------------------
+ *
+ * insertindexes.c
+ *	  The indexes an INSERT into a stream table opens: not the stream
+ *	  column's "seq > 0" indexes, which none of its rows can enter.
+ *
+ * An INSERT stores every row of a stream table with the placeholder 0 in
+ * the stream column; the capture index records it, and the commit writes
+ * the number and gives the row its entry in each index on the column
+ * (commit.c).  Such an index (the stream's unique index, a group's slot
+ * index) says "seq > 0", so the row gets no entry from the INSERT: the
+ * executor opens and locks the index, builds its information, copies and
+ * prepares its predicate, tests the row against it, and closes it again,
+ * for nothing.  For a 1-row INSERT that is about 4,700 instructions (see
+ * doc/performance.md), the largest cost of the statement that a table
+ * numbered by a sequence does not pay.
+ *
+ * So, once the executor has set up a plain INSERT into a stream table, an
+ * executor hook opens the table's indexes as the INSERT would at its first
+ * row (ExecInsert, ExecOpenIndices), but for those whose predicate is
+ * "seq > 0" on the stream column (the capture index's first column), and
+ * marks the capture index's information so that it refuses every row that
+ * comes with a number, whatever else the session's state would let
+ * through: a row that would enter a "seq > 0" index is refused, so that
+ * the indexes left out miss nothing.  It does so only when every way a
+ * row with a number is let in (capture.c) is closed as the statement
+ * starts, and cannot open while it runs: the session in origin mode, the
+ * table in a stream, the guard trigger enabled (ALTER TABLE is refused on
+ * a table a statement of the session uses); only session_replication_role
+ * can change during the statement, and a numbered row that comes then is
+ * refused with its own error.
+ *
+ * The indexes left out are looked at without a lock of their own, which
+ * is safe for what is read: whether an index is of the stream column with
+ * "seq > 0" cannot change while the index exists, and it exists until the
+ * statement ends, under the lock the INSERT holds on the table (DROP INDEX
+ * takes a lock that conflicts with it, DROP INDEX CONCURRENTLY waits for
+ * it).  The other indexes are opened and locked as the executor opens
+ * them.  INSERT ... ON CONFLICT DO NOTHING leaves out those that are not
+ * its arbiters (an arbiter's predicate tells the executor that a row
+ * cannot conflict in it, as without stream_seq).  Not changed: INSERT
+ * ... ON CONFLICT DO UPDATE (the versions its update stores have their
+ * number, and enter every index), COPY, partitions (opened as rows are
+ * routed to them), a table with a BEFORE INSERT statement trigger (which
+ * runs before the first row: a REINDEX or ALTER INDEX it runs on an index
+ * opened here would be refused), and every other statement.
+ *
+ *-------------------------------------------------------------------------
+ */
+#include "postgres.h"
+
+#include "access/genam.h"
+#include "catalog/index.h"
+#include "commands/trigger.h"
+#include "executor/executor.h"
+#include "nodes/execnodes.h"
+#include "utils/rel.h"
+#include "utils/relcache.h"
+
+#include "stream_seq.h"
+#include "insertindexes.h"
+#include "capture.h"
+#include "catalog.h"
+
+static ExecutorStart_hook_type prev_executor_start = NULL;
+
+/*
+ * guard_enabled
+ *		Whether the table's guard trigger is enabled for origin mode, as it
+ *		is but while a data-only restore loads rows with their numbers
+ *		(capture.c's guard_switched_off lets them in then).
+ */
+static bool
+guard_enabled(TriggerDesc *trigdesc)
+{
+	int			i;
+
+	for (i = 0; i < trigdesc->numtriggers; i++)
+	{
+		Trigger    *trigger = &trigdesc->triggers[i];
+
+		if (strcmp(trigger->tgname, "stream_seq_guard") == 0)
+			return trigger->tgenabled == TRIGGER_FIRES_ON_ORIGIN;
+	}
+	return false;
+}
+
+/*
+ * leaves_out_placeholder
+ *		Whether "index" is one no row a stream's INSERT stores can enter: its
+ *		predicate is "seq > 0" on column "seq".  The predicate is read from
+ *		the relation cache entry without a copy (RelationGetIndexPredicate
+ *		copies it), once the entry has it.
+ */
+static bool
+leaves_out_placeholder(Relation index, AttrNumber seq)
+{
+	List	   *predicate = index->rd_indpred;
+
+	if (predicate == NIL)
+	{
+		if (heap_attisnull(index->rd_indextuple, Anum_pg_index_indpred, NULL))
+			return false;
+		predicate = RelationGetIndexPredicate(index);
+	}
+	return stream_predicate_excludes_placeholder(predicate, seq);
+}
+
+/*
+ * is_arbiter
+ *		Whether "index" is an arbiter of an INSERT ... ON CONFLICT DO
+ *		NOTHING whose arbiters are "arbiters": one of them, or, when the
+ *		statement names none, any unique or exclusion index.  An arbiter is
+ *		opened even if no row can enter it: its predicate tells the
+ *		executor so, as without stream_seq.
+ */
+static bool
+is_arbiter(Relation index, List *arbiters)
+{
+	if (arbiters == NIL)
+		return index->rd_index->indisunique || index->rd_index->indisexclusion;
+	return list_member_oid(arbiters, RelationGetRelid(index));
+}
+
+/*
+ * open_insert_indexes
+ *		Open the indexes of "rri", a stream table's, for an INSERT (with ON
+ *		CONFLICT DO NOTHING if "speculative", whose arbiters are
+ *		"arbiters"), as ExecOpenIndices does, but for the "seq > 0" indexes
+ *		of the stream column that are not arbiters; and mark the capture index's information so that it
+ *		refuses every row with a number (capture.c).  False, with nothing
+ *		opened, if the table has no capture index ready for inserts or more
+ *		than one (REINDEX CONCURRENTLY of it): the executor opens them all.
+ */
+static bool
+open_insert_indexes(ResultRelInfo *rri, AttrNumber seq, bool speculative,
+					List *arbiters)
+{
+	List	   *oids = RelationGetIndexList(rri->ri_RelationDesc);
+	int			len = list_length(oids);
+	Relation   *looked;
+	Relation   *descs;
+	IndexInfo **infos;
+	Relation	capture = NULL;
+	IndexInfo  *capture_info = NULL;
+	int			capture_at = -1;
+	int			ncapture = 0;
+	int			n = 0;
+	int			i;
+
+	if (len == 0)
+		return false;
+	looked = palloc(len * sizeof(Relation));
+	for (i = 0; i < len; i++)
+	{
+		looked[i] = RelationIdGetRelation(list_nth_oid(oids, i));
+		if (looked[i] != NULL && stream_is_capture_index(looked[i]))
+		{
+			ncapture++;
+			capture_at = i;
+		}
+	}
+
+	/* the capture index, ready under its lock */
+	if (ncapture == 1)
+	{
+		capture = index_open(list_nth_oid(oids, capture_at), RowExclusiveLock);
+		capture_info = BuildIndexInfo(capture);
+		if (!capture_info->ii_ReadyForInserts)
+		{
+			index_close(capture, RowExclusiveLock);
+			capture = NULL;
+		}
+	}
+	if (capture == NULL)
+	{
+		for (i = 0; i < len; i++)
+		{
+			if (looked[i] != NULL)
+				RelationClose(looked[i]);
+		}
+		return false;
+	}
+
+	descs = palloc(len * sizeof(Relation));
+	infos = palloc(len * sizeof(IndexInfo *));
+	for (i = 0; i < len; i++)
+	{
+		if (i == capture_at)
+		{
+			descs[n] = capture;
+			infos[n++] = capture_info;
+		}
+		else if (looked[i] == NULL ||
+				 (speculative && is_arbiter(looked[i], arbiters)) ||
+				 !leaves_out_placeholder(looked[i], seq))
+		{
+			descs[n] = index_open(list_nth_oid(oids, i), RowExclusiveLock);
+			infos[n] = BuildIndexInfo(descs[n]);
+			if (speculative && infos[n]->ii_Unique &&
+				!descs[n]->rd_index->indisexclusion)
+				BuildSpeculativeIndexInfo(descs[n], infos[n]);
+			n++;
+		}
+		if (looked[i] != NULL)
+			RelationClose(looked[i]);
+	}
+	stream_capture_refuse_numbered(capture_info);
+	rri->ri_NumIndices = n;
+	rri->ri_IndexRelationDescs = descs;
+	rri->ri_IndexRelationInfo = infos;
+	return true;
+}
+
+/*
+ * inserts_into_stream
+ *		Whether "rri" is a table (not a partitioned one) whose INSERT may
+ *		leave out its "seq > 0" indexes: a stream table (its triggers tell,
+ *		then the stream's catalog), with its guard trigger enabled, in a
+ *		session in origin mode; not one with a BEFORE INSERT statement
+ *		trigger, which runs before the first row (with the indexes open, a
+ *		REINDEX or ALTER INDEX it runs on one of them would be refused).
+ */
+static bool
+inserts_into_stream(ResultRelInfo *rri)
+{
+	Relation	rel = rri->ri_RelationDesc;
+	TriggerDesc *trigdesc = rri->ri_TrigDesc;
+
+	return rel->rd_rel->relkind == RELKIND_RELATION &&
+		rel->rd_rel->relhasindex && trigdesc != NULL &&
+		!trigdesc->trig_insert_before_statement &&
+		SessionReplicationRole != SESSION_REPLICATION_ROLE_REPLICA &&
+		guard_enabled(trigdesc);
+}
+
+/*
+ * stream_executor_start
+ *		ExecutorStart_hook: once the executor has set up an INSERT into a
+ *		stream table (but INSERT ... ON CONFLICT DO UPDATE), open the
+ *		table's indexes but for the "seq > 0" ones (open_insert_indexes).
+ *		The INSERT finds them open (or opens them all at its first row, as
+ *		usual, when the hook did not).  Other statements and the
+ *		partitions an INSERT into a partitioned stream routes rows to
+ *		(opened as rows come) are left as they are.
+ */
+static void
+stream_executor_start(QueryDesc *queryDesc, int eflags)
+{
+	ModifyTableState *mtstate;
+	ModifyTable *plan;
+	ResultRelInfo *rri;
+	StreamTarget *target;
+	MemoryContext old;
+
+	if (prev_executor_start)
+		prev_executor_start(queryDesc, eflags);
+	else
+		standard_ExecutorStart(queryDesc, eflags);
+
+	if (queryDesc->operation != CMD_INSERT ||
+		(eflags & EXEC_FLAG_EXPLAIN_ONLY) ||
+		queryDesc->planstate == NULL ||
+		!IsA(queryDesc->planstate, ModifyTableState))
+		return;
+	mtstate = (ModifyTableState *) queryDesc->planstate;
+	plan = (ModifyTable *) mtstate->ps.plan;
+	if (mtstate->operation != CMD_INSERT || mtstate->mt_nrels != 1 ||
+		plan->onConflictAction == ONCONFLICT_UPDATE)
+		return;
+	rri = mtstate->resultRelInfo;
+	if (rri->ri_IndexRelationDescs != NULL || !inserts_into_stream(rri))
+		return;
+	target = stream_capture_target_of(rri->ri_RelationDesc);
+	if (target == NULL)
+		return;
+	/* in the statement's memory, where ExecInsert would open them */
+	old = MemoryContextSwitchTo(queryDesc->estate->es_query_cxt);
+	(void) open_insert_indexes(rri, target->seq_attnum,
+							   plan->onConflictAction == ONCONFLICT_NOTHING,
+							   plan->arbiterIndexes);
+	MemoryContextSwitchTo(old);
+}
+
+/*
+ * stream_insertindexes_init
+ *		Install the executor hook (_PG_init).
+ */
+void
+stream_insertindexes_init(void)
+{
+	prev_executor_start = ExecutorStart_hook;
+	ExecutorStart_hook = stream_executor_start;
+}
