@@ -50,10 +50,13 @@
 #include "postgres.h"
 
 #include "access/genam.h"
+#include "access/xact.h"
 #include "catalog/index.h"
 #include "commands/trigger.h"
 #include "executor/executor.h"
 #include "nodes/execnodes.h"
+#include "pgstat.h"
+#include "storage/lmgr.h"
 #include "utils/rel.h"
 #include "utils/relcache.h"
 
@@ -104,6 +107,30 @@ leaves_out_placeholder(Relation index, AttrNumber seq)
 		predicate = RelationGetIndexPredicate(index);
 	}
 	return stream_predicate_excludes_placeholder(predicate, seq);
+}
+
+/*
+ * lock_looked_index
+ *		index_open of index "looked", whose relation cache entry was found
+ *		(and is referenced) before its lock, without a second lookup: the
+ *		lock relation_open takes, which makes this backend read the
+ *		invalidations sent before it and bring the entry up to date where
+ *		it is (an entry in use is rebuilt in place, or, left invalid, by
+ *		the next lookup), and what relation_open notes of the relation.
+ *		The index exists: it is in the list of the table's indexes, read
+ *		under the table's lock, which keeps it from being dropped.
+ */
+static Relation
+lock_looked_index(Relation looked)
+{
+	LockRelationOid(RelationGetRelid(looked), RowExclusiveLock);
+	/* an entry left invalid is brought up to date by a lookup */
+	if (!looked->rd_isvalid)
+		RelationClose(RelationIdGetRelation(RelationGetRelid(looked)));
+	if (RelationUsesLocalBuffers(looked))
+		MyXactFlags |= XACT_FLAGS_ACCESSEDTEMPNAMESPACE;
+	pgstat_init_relation(looked);
+	return looked;
 }
 
 /*
@@ -164,7 +191,8 @@ open_insert_indexes(ResultRelInfo *rri, AttrNumber seq, bool speculative,
 	/* the capture index, ready under its lock */
 	if (ncapture == 1)
 	{
-		capture = index_open(list_nth_oid(oids, capture_at), RowExclusiveLock);
+		capture = lock_looked_index(looked[capture_at]);
+		looked[capture_at] = NULL;
 		capture_info = BuildIndexInfo(capture);
 		if (!capture_info->ii_ReadyForInserts)
 		{
@@ -191,18 +219,24 @@ open_insert_indexes(ResultRelInfo *rri, AttrNumber seq, bool speculative,
 			descs[n] = capture;
 			infos[n++] = capture_info;
 		}
-		else if (looked[i] == NULL ||
-				 (speculative && is_arbiter(looked[i], arbiters)) ||
+		else if (looked[i] == NULL)
+		{
+			/* gone: fails as the executor would */
+			descs[n] = index_open(list_nth_oid(oids, i), RowExclusiveLock);
+			infos[n] = BuildIndexInfo(descs[n]);
+			n++;
+		}
+		else if ((speculative && is_arbiter(looked[i], arbiters)) ||
 				 !leaves_out_placeholder(looked[i], seq))
 		{
-			descs[n] = index_open(list_nth_oid(oids, i), RowExclusiveLock);
+			descs[n] = lock_looked_index(looked[i]);
 			infos[n] = BuildIndexInfo(descs[n]);
 			if (speculative && infos[n]->ii_Unique &&
 				!descs[n]->rd_index->indisexclusion)
 				BuildSpeculativeIndexInfo(descs[n], infos[n]);
 			n++;
 		}
-		if (looked[i] != NULL)
+		else
 			RelationClose(looked[i]);
 	}
 	stream_capture_refuse_numbered(capture_info);
