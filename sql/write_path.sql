@@ -518,7 +518,7 @@ DROP TABLE pubrf;
 -- predicate is "seq > 0" on the stream column (insertindexes.c): none of
 -- its rows can enter them before the commit gives them their entries.
 -- Each index must still hold exactly its rows, for INSERT, multi-row
--- INSERT, ON CONFLICT (which opens every index), prepared statements, a
+-- INSERT, ON CONFLICT DO UPDATE (which opens every index), prepared statements, a
 -- nested INSERT from a trigger or a function, a user's own partial
 -- indexes (one on another column's "> 0", which is not left out).
 CREATE TABLE pred (id int PRIMARY KEY, customer int, payload int, seq bigint);
