@@ -30,13 +30,17 @@
  * can change during the statement, and a numbered row that comes then is
  * refused with its own error.
  *
- * The indexes left out are looked at without a lock of their own, which
- * is safe for what is read: whether an index is of the stream column with
- * "seq > 0" cannot change while the index exists, and it exists until the
- * statement ends, under the lock the INSERT holds on the table (DROP INDEX
- * takes a lock that conflicts with it, DROP INDEX CONCURRENTLY waits for
- * it).  The other indexes are opened and locked as the executor opens
- * them.  INSERT ... ON CONFLICT DO NOTHING leaves out those that are not
+ * The indexes left out are looked at, as the statement starts, without a
+ * lock of their own, which is safe for what is read: whether an index is
+ * of the stream column with "seq > 0" cannot change while the index
+ * exists, and no other session can drop it while the INSERT holds its
+ * lock on the table (DROP INDEX takes a lock that conflicts with it, DROP
+ * INDEX CONCURRENTLY waits for it).  Unlocked, they take DDL that locks
+ * only the index while the INSERT runs (ALTER INDEX ... SET TABLESPACE
+ * from another session; REINDEX, DROP INDEX from a function the INSERT
+ * calls): the statement does not use them again, and the commit locks
+ * the indexes the table has then.  The other indexes are opened and
+ * locked as the executor opens them.  INSERT ... ON CONFLICT DO NOTHING leaves out those that are not
  * its arbiters (an arbiter's predicate tells the executor that a row
  * cannot conflict in it, as without stream_seq).  Not changed: INSERT
  * ... ON CONFLICT DO UPDATE (the versions its update stores have their
