@@ -759,6 +759,16 @@ stream_capture_refuse_numbered(IndexInfo *capture_info)
 }
 
 /*
+ * stream_capture_refuses_numbered
+ *		Whether "capture_info" was marked by stream_capture_refuse_numbered.
+ */
+bool
+stream_capture_refuses_numbered(IndexInfo *capture_info)
+{
+	return capture_info->ii_AmCache == &numbered_rows_refused;
+}
+
+/*
  * refuse_in_replica_mode
  *		The error for a row with a number that comes in replica mode to a
  *		statement that began in origin mode and left out the indexes such

@@ -60,6 +60,7 @@ extern StreamTarget *stream_capture_target(CapturedRel *crel);
 extern bool stream_is_capture_index(Relation index);
 extern StreamTarget *stream_capture_target_of(Relation rel);
 extern void stream_capture_refuse_numbered(IndexInfo *capture_info);
+extern bool stream_capture_refuses_numbered(IndexInfo *capture_info);
 extern void stream_report_written_value(Relation rel, StreamTarget *target,
 										AttrNumber attnum);
 extern void stream_report_late_row(const char *relname);

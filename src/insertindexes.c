@@ -11,9 +11,8 @@
  * index) says "seq > 0", so the row gets no entry from the INSERT: the
  * executor opens and locks the index, builds its information, copies and
  * prepares its predicate, tests the row against it, and closes it again,
- * for nothing.  For a 1-row INSERT that is about 4,700 instructions (see
- * doc/performance.md), the largest cost of the statement that a table
- * numbered by a sequence does not pay.
+ * for nothing: the largest cost of the statement that a table numbered by
+ * a sequence does not pay (see doc/performance.md).
  *
  * So, once the executor has set up a plain INSERT into a stream table, an
  * executor hook opens the table's indexes as the INSERT would at its first
@@ -39,9 +38,22 @@
  * only the index while the INSERT runs (ALTER INDEX ... SET TABLESPACE
  * from another session; REINDEX, DROP INDEX from a function the INSERT
  * calls): the statement does not use them again, and the commit locks
- * the indexes the table has then.  The other indexes are opened and
- * locked as the executor opens them.  INSERT ... ON CONFLICT DO NOTHING leaves out those that are not
- * its arbiters (an arbiter's predicate tells the executor that a row
+ * the indexes the table has then.
+ *
+ * The capture index is used without a lock of its own, for the same
+ * reason: it stores nothing (its insert records the row's TID in the
+ * transaction's memory), so a lock of it would protect nothing but its
+ * existence, which the table's lock keeps (another session's DROP INDEX,
+ * REINDEX and their CONCURRENTLY forms lock the table or wait for its
+ * lockers; this session's are refused, the index being in use).  Taking
+ * and releasing the lock were most of what the capture index cost an
+ * INSERT.  The executor would release a lock of every index it closes, so
+ * an ExecutorEnd hook closes the capture index first and takes it out of
+ * the statement's indexes.  The other indexes are opened and locked as
+ * the executor opens them.
+ *
+ * INSERT ... ON CONFLICT DO NOTHING leaves out the "seq > 0" indexes that
+ * are not its arbiters (an arbiter's predicate tells the executor that a row
  * cannot conflict in it, as without stream_seq).  Not changed: INSERT
  * ... ON CONFLICT DO UPDATE (the versions its update stores have their
  * number, and enter every index), COPY, partitions (opened as rows are
@@ -70,6 +82,7 @@
 #include "catalog.h"
 
 static ExecutorStart_hook_type prev_executor_start = NULL;
+static ExecutorEnd_hook_type prev_executor_end = NULL;
 
 /*
  * guard_enabled
@@ -192,17 +205,19 @@ open_insert_indexes(ResultRelInfo *rri, AttrNumber seq, bool speculative,
 		}
 	}
 
-	/* the capture index, ready under its lock */
+	/* the capture index, ready; not locked (see the top of the file) */
 	if (ncapture == 1)
 	{
-		capture = lock_looked_index(looked[capture_at]);
+		capture = looked[capture_at];
 		looked[capture_at] = NULL;
 		capture_info = BuildIndexInfo(capture);
 		if (!capture_info->ii_ReadyForInserts)
 		{
-			index_close(capture, RowExclusiveLock);
+			RelationClose(capture);
 			capture = NULL;
 		}
+		else
+			pgstat_init_relation(capture);
 	}
 	if (capture == NULL)
 	{
@@ -248,6 +263,32 @@ open_insert_indexes(ResultRelInfo *rri, AttrNumber seq, bool speculative,
 	rri->ri_IndexRelationDescs = descs;
 	rri->ri_IndexRelationInfo = infos;
 	return true;
+}
+
+/*
+ * close_capture_index
+ *		Close the capture index "rri" was given by open_insert_indexes, and
+ *		take it out of the indexes the executor closes: it holds no lock
+ *		of it to release.
+ */
+static void
+close_capture_index(ResultRelInfo *rri)
+{
+	int			i;
+
+	for (i = 0; i < rri->ri_NumIndices; i++)
+	{
+		if (stream_capture_refuses_numbered(rri->ri_IndexRelationInfo[i]))
+		{
+			RelationClose(rri->ri_IndexRelationDescs[i]);
+			rri->ri_NumIndices--;
+			memmove(&rri->ri_IndexRelationDescs[i], &rri->ri_IndexRelationDescs[i + 1],
+					(rri->ri_NumIndices - i) * sizeof(Relation));
+			memmove(&rri->ri_IndexRelationInfo[i], &rri->ri_IndexRelationInfo[i + 1],
+					(rri->ri_NumIndices - i) * sizeof(IndexInfo *));
+			return;
+		}
+	}
 }
 
 /*
@@ -321,12 +362,36 @@ stream_executor_start(QueryDesc *queryDesc, int eflags)
 }
 
 /*
+ * stream_executor_end
+ *		ExecutorEnd_hook: the capture index of an INSERT that
+ *		open_insert_indexes set up is closed here, before the executor
+ *		closes the other indexes and releases their locks.  After an error
+ *		the executor does not end the statement: the reference to the
+ *		index is released with the statement's resources, as the others.
+ */
+static void
+stream_executor_end(QueryDesc *queryDesc)
+{
+	if (queryDesc->operation == CMD_INSERT && queryDesc->planstate != NULL &&
+		IsA(queryDesc->planstate, ModifyTableState) &&
+		((ModifyTableState *) queryDesc->planstate)->mt_nrels == 1)
+		close_capture_index(((ModifyTableState *) queryDesc->planstate)->resultRelInfo);
+
+	if (prev_executor_end)
+		prev_executor_end(queryDesc);
+	else
+		standard_ExecutorEnd(queryDesc);
+}
+
+/*
  * stream_insertindexes_init
- *		Install the executor hook (_PG_init).
+ *		Install the executor hooks (_PG_init).
  */
 void
 stream_insertindexes_init(void)
 {
 	prev_executor_start = ExecutorStart_hook;
 	ExecutorStart_hook = stream_executor_start;
+	prev_executor_end = ExecutorEnd_hook;
+	ExecutorEnd_hook = stream_executor_end;
 }
