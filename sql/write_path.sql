@@ -659,8 +659,9 @@ BEGIN
   END LOOP;
 END $$;
 SELECT check_all('pred');
--- the INSERT holds no lock on the indexes it leaves out; the commit locks
--- them to give the rows their entries
+-- the INSERT holds no lock on the indexes it leaves out, nor on the
+-- capture index (which stores nothing); the commit locks the indexes
+-- that get the rows' entries
 CREATE TEMP TABLE pred_locked (relname name);
 CREATE FUNCTION pred_note_locks() RETURNS int LANGUAGE sql AS $$
   INSERT INTO pred_locked SELECT c.relname FROM pg_locks l JOIN pg_class c ON c.oid = l.relation
