@@ -14,7 +14,7 @@
  * for nothing: the largest cost of the statement that a table numbered by
  * a sequence does not pay (see doc/performance.md).
  *
- * So, once the executor has set up a plain INSERT into a stream table, an
+ * So, once the executor has set up an INSERT into a stream table, an
  * executor hook opens the table's indexes as the INSERT would at its first
  * row (ExecInsert, ExecOpenIndices), but for those whose predicate is
  * "seq > 0" on the stream column (the capture index's first column), and
@@ -171,7 +171,8 @@ is_arbiter(Relation index, List *arbiters)
  *		Open the indexes of "rri", a stream table's, for an INSERT (with ON
  *		CONFLICT DO NOTHING if "speculative", whose arbiters are
  *		"arbiters"), as ExecOpenIndices does, but for the "seq > 0" indexes
- *		of the stream column that are not arbiters; and mark the capture index's information so that it
+ *		of the stream column that are not arbiters, and with the capture
+ *		index unlocked; and mark the capture index's information so that it
  *		refuses every row with a number (capture.c).  False, with nothing
  *		opened, if the table has no capture index ready for inserts or more
  *		than one (REINDEX CONCURRENTLY of it): the executor opens them all.
@@ -282,9 +283,11 @@ close_capture_index(ResultRelInfo *rri)
 		{
 			RelationClose(rri->ri_IndexRelationDescs[i]);
 			rri->ri_NumIndices--;
-			memmove(&rri->ri_IndexRelationDescs[i], &rri->ri_IndexRelationDescs[i + 1],
+			memmove(&rri->ri_IndexRelationDescs[i],
+					&rri->ri_IndexRelationDescs[i + 1],
 					(rri->ri_NumIndices - i) * sizeof(Relation));
-			memmove(&rri->ri_IndexRelationInfo[i], &rri->ri_IndexRelationInfo[i + 1],
+			memmove(&rri->ri_IndexRelationInfo[i],
+					&rri->ri_IndexRelationInfo[i + 1],
 					(rri->ri_NumIndices - i) * sizeof(IndexInfo *));
 			return;
 		}
