@@ -375,10 +375,12 @@ stream_executor_start(QueryDesc *queryDesc, int eflags)
 static void
 stream_executor_end(QueryDesc *queryDesc)
 {
-	if (queryDesc->operation == CMD_INSERT && queryDesc->planstate != NULL &&
-		IsA(queryDesc->planstate, ModifyTableState) &&
-		((ModifyTableState *) queryDesc->planstate)->mt_nrels == 1)
-		close_capture_index(((ModifyTableState *) queryDesc->planstate)->resultRelInfo);
+	PlanState  *planstate = queryDesc->planstate;
+
+	if (queryDesc->operation == CMD_INSERT && planstate != NULL &&
+		IsA(planstate, ModifyTableState) &&
+		((ModifyTableState *) planstate)->mt_nrels == 1)
+		close_capture_index(((ModifyTableState *) planstate)->resultRelInfo);
 
 	if (prev_executor_end)
 		prev_executor_end(queryDesc);
