@@ -297,11 +297,12 @@ close_capture_index(ResultRelInfo *rri)
 /*
  * inserts_into_stream
  *		Whether "rri" is a table (not a partitioned one) whose INSERT may
- *		leave out its "seq > 0" indexes: a stream table (its triggers tell,
- *		then the stream's catalog), with its guard trigger enabled, in a
- *		session in origin mode; not one with a BEFORE INSERT statement
- *		trigger, which runs before the first row (with the indexes open, a
- *		REINDEX or ALTER INDEX it runs on one of them would be refused).
+ *		leave out its "seq > 0" indexes, as far as its triggers and the
+ *		session tell: the stream's guard trigger enabled, the session in
+ *		origin mode; not one with a BEFORE INSERT statement trigger, which
+ *		runs before the first row (with the indexes open, a REINDEX or
+ *		ALTER INDEX it runs on one of them would be refused).  Whether the
+ *		table is in a stream the caller asks next (stream_capture_target_of).
  */
 static bool
 inserts_into_stream(ResultRelInfo *rri)
